@@ -1,0 +1,92 @@
+"""Scoped state for hooks (`HookContext`) and for host-side tools (`ToolContext`).
+
+Hook state nests session → turn → operation: `get` looks up the chain, `set` writes only
+locally, so a turn can shadow a session value and a parent never sees a child's keys.
+`current_context()` is backed by a contextvar, so concurrent dispatches in different
+asyncio tasks each see their own innermost context.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["HookContext", "ToolContext", "current_context"]
+
+
+class HookContext:
+    """A key/value scope whose reads fall back to its parent's."""
+
+    __slots__ = ("_data", "parent")
+
+    def __init__(self, parent: HookContext | None = None) -> None:
+        self.parent = parent
+        self._data: dict[str, Any] = {}
+
+    def child(self) -> HookContext:
+        """A new scope below this one."""
+        return HookContext(self)
+
+    def has_parent(self) -> bool:
+        return self.parent is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value in this scope, else the nearest ancestor's, else `default`."""
+        ctx: HookContext | None = self
+        while ctx is not None:
+            data = ctx._data
+            if key in data:
+                return data[key]
+            ctx = ctx.parent
+        return default
+
+    def set(self, key: str, value: Any) -> None:
+        """Set `key` in this scope only (shadowing, never mutating, a parent's value)."""
+        self._data[key] = value
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __repr__(self) -> str:
+        depth = 0
+        ctx = self.parent
+        while ctx is not None:
+            depth += 1
+            ctx = ctx.parent
+        return f"HookContext(depth={depth}, keys={sorted(self._data)})"
+
+
+_MISSING = object()
+
+_current: ContextVar[HookContext] = ContextVar("antigravity_sdk.current_context")
+
+
+def current_context() -> HookContext:
+    """The innermost context of the hook event being dispatched in this task.
+
+    The operation context inside pre/post_tool_call and on_tool_error (one per tool
+    call), the turn context inside pre/post_turn (holding `"prompt"`), the session
+    context otherwise. Raises `LookupError` outside a dispatch.
+    """
+    try:
+        return _current.get()
+    except LookupError:
+        raise LookupError(
+            "current_context() is only available while a hook is dispatched"
+        ) from None
+
+
+class ToolContext:
+    """Session-scoped, flat state for host-side tools. Hooks and tools do not share state."""
+
+    __slots__ = ("_state", "conversation_id")
+
+    def __init__(self, conversation_id: str = "") -> None:
+        self.conversation_id = conversation_id
+        self._state: dict[str, Any] = {}
+
+    def get_state(self, key: str, default: Any = None) -> Any:
+        return self._state.get(key, default)
+
+    def set_state(self, key: str, value: Any) -> None:
+        self._state[key] = value

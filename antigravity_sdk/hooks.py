@@ -1,0 +1,374 @@
+"""The `Hook` base class and the `HookRunner` that dispatches lifecycle events to hooks.
+
+Categories decide what a failure means:
+
+* Inspect (session start/end, post_turn, post_tool_call, on_compaction): every hook runs;
+  a failure is logged on `antigravity_sdk.hooks` and contained.
+* Decide (pre_turn, pre_tool_call): the first deny wins; a failure, a timeout or a
+  return value that is not a `HookResult` denies (fail-closed).
+* Transform (on_tool_error, on_interaction): the first answer wins; a failure gives the
+  most conservative answer (no recovery, cancelled questions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Final
+
+from .context import HookContext, _current
+from .errors import ToolExecutionError
+from .types import (
+    AskQuestionEntry,
+    ChatResponse,
+    HookResult,
+    QuestionHookResult,
+    ToolCall,
+    ToolResult,
+)
+
+__all__ = ["EVENTS", "Hook", "HookRunner"]
+
+logger = logging.getLogger("antigravity_sdk.hooks")
+
+EVENTS: Final = (
+    "on_session_start",
+    "on_session_end",
+    "pre_turn",
+    "post_turn",
+    "pre_tool_call",
+    "post_tool_call",
+    "on_tool_error",
+    "on_interaction",
+    "on_compaction",
+)
+"""The nine lifecycle methods, in the order of `Hook`'s definition."""
+
+
+class Hook:
+    """Base class for lifecycle hooks: override only the methods you need.
+
+    Every method is `async` and a no-op by default; a method that is not overridden is
+    never called, so it costs nothing.
+    """
+
+    async def on_session_start(self) -> None:
+        """Inspect: the session is up."""
+
+    async def on_session_end(self) -> None:
+        """Inspect: the session is ending."""
+
+    async def pre_turn(self) -> HookResult:
+        """Decide: deny to refuse the turn before the model is called."""
+        return HookResult.ALLOWED
+
+    async def post_turn(self, response: ChatResponse) -> None:
+        """Inspect: a turn finished with `response`."""
+
+    async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+        """Decide: deny to stop the tool call; the message goes to the model."""
+        return HookResult.ALLOWED
+
+    async def post_tool_call(self, result: ToolResult) -> None:
+        """Inspect: a tool call finished."""
+
+    async def on_tool_error(self, error: Exception) -> tuple[HookResult, Any | None]:
+        """Transform: return `(HookResult(allow=True), value)` to recover from `error`."""
+        return HookResult(allow=False, message=str(error)), None
+
+    async def on_interaction(
+        self, questions: Sequence[AskQuestionEntry]
+    ) -> QuestionHookResult | None:
+        """Transform: answer the agent's questions, or None to leave them to others."""
+        return None
+
+    async def on_compaction(self, summary: str) -> None:
+        """Inspect: the harness compacted the conversation into `summary`."""
+
+
+Method = Callable[..., Awaitable[Any]]
+Entry = tuple[str, Method]  # (hook class name, bound method)
+
+
+def overridden_events(hook: Hook) -> frozenset[str]:
+    """The lifecycle methods `hook` overrides; raises TypeError if one is not async."""
+    if not isinstance(hook, Hook):
+        raise TypeError(f"expected a Hook instance, got {type(hook).__name__}")
+    names = []
+    for event in EVENTS:
+        method = getattr(hook, event)
+        if getattr(method, "__func__", None) is getattr(Hook, event):
+            continue
+        if not inspect.iscoroutinefunction(method):
+            raise TypeError(
+                f"{type(hook).__name__}.{event} must be defined with 'async def' "
+                "(hook methods are awaited)"
+            )
+        names.append(event)
+    return frozenset(names)
+
+
+class _Snapshot:
+    """An immutable view of the registered hooks, with per-event method tuples."""
+
+    __slots__ = ("by_event", "hooks")
+
+    def __init__(self, hooks: tuple[Hook, ...], events: dict[int, frozenset[str]]) -> None:
+        self.hooks = hooks
+        self.by_event: dict[str, tuple[Entry, ...]] = {
+            event: tuple(
+                (type(h).__name__, getattr(h, event)) for h in hooks if event in events[id(h)]
+            )
+            for event in EVENTS
+        }
+
+
+class HookRunner:
+    """Dispatches lifecycle events to registered hooks, one at a time, in order.
+
+    Registration is thread-safe; a dispatch works on the snapshot taken when it starts.
+    `timeout` (seconds) bounds each hook call; exceeding it counts as the hook raising.
+    """
+
+    def __init__(self, hooks: Iterable[Hook] = (), *, timeout: float | None = None) -> None:
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._events: dict[int, frozenset[str]] = {}
+        self._snapshot = _Snapshot((), {})
+        self.session = HookContext()
+        self._turn: HookContext | None = None
+        self._operations: dict[str, HookContext] = {}
+        for hook in hooks:
+            self.register(hook)
+
+    # -- registration -------------------------------------------------------------------
+
+    def register(self, hook: Hook) -> None:
+        """Append `hook`; a non-async override is a TypeError here, not at dispatch."""
+        events = overridden_events(hook)
+        with self._lock:
+            self._events[id(hook)] = events
+            self._snapshot = _Snapshot((*self._snapshot.hooks, hook), self._events)
+
+    def unregister(self, hook: Hook) -> bool:
+        """Remove the first registration of `hook`; False if it was not registered."""
+        with self._lock:
+            hooks = list(self._snapshot.hooks)
+            for i, registered in enumerate(hooks):
+                if registered is hook:
+                    del hooks[i]
+                    break
+            else:
+                return False
+            if not any(h is hook for h in hooks):
+                del self._events[id(hook)]
+            self._snapshot = _Snapshot(tuple(hooks), self._events)
+            return True
+
+    @property
+    def hooks(self) -> tuple[Hook, ...]:
+        """The registered hooks, in order (a snapshot)."""
+        return self._snapshot.hooks
+
+    def subscribed_events(self) -> frozenset[str]:
+        """The events at least one registered hook overrides."""
+        return frozenset(e for e, entries in self._snapshot.by_event.items() if entries)
+
+    # -- scopes ---------------------------------------------------------------------------
+
+    def begin_turn(self, prompt: str | None = None) -> HookContext:
+        """Open the turn scope (holding `"prompt"`); pre_turn/post_turn run inside it."""
+        turn = self.session.child()
+        if prompt is not None:
+            turn.set("prompt", prompt)
+        self._turn = turn
+        self._operations.clear()
+        return turn
+
+    def end_turn(self) -> None:
+        """Close the turn scope and drop its operation scopes."""
+        self._turn = None
+        self._operations.clear()
+
+    def _turn_scope(self) -> HookContext:
+        return self._turn if self._turn is not None else self.begin_turn()
+
+    def _operation_scope(self, call_id: str) -> HookContext:
+        op = self._operations.get(call_id)
+        if op is None:
+            op = (self._turn or self.session).child()
+            if call_id:
+                self._operations[call_id] = op
+        return op
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    async def dispatch_session_start(self) -> None:
+        await self._inspect("on_session_start", self.session, ())
+
+    async def dispatch_session_end(self) -> None:
+        await self._inspect("on_session_end", self.session, ())
+
+    async def dispatch_pre_turn(self) -> HookResult:
+        return await self._decide("pre_turn", self._turn_scope(), ())
+
+    async def dispatch_post_turn(self, response: ChatResponse) -> None:
+        try:
+            await self._inspect("post_turn", self._turn_scope(), (response,))
+        finally:
+            self.end_turn()
+
+    async def dispatch_pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+        entries = self._snapshot.by_event["pre_tool_call"]
+        if not entries:
+            return HookResult.ALLOWED
+        result = await self._decide_entries(
+            entries, "pre_tool_call", self._operation_scope(tool_call.id), (tool_call,)
+        )
+        if not result.allow:
+            self._operations.pop(tool_call.id, None)
+        return result
+
+    async def dispatch_post_tool_call(self, result: ToolResult) -> None:
+        entries = self._snapshot.by_event["post_tool_call"]
+        scope = self._operation_scope(result.id)
+        self._operations.pop(result.id, None)
+        if entries:
+            await self._inspect_entries(entries, "post_tool_call", scope, (result,))
+
+    async def dispatch_on_tool_error(self, error: Exception) -> tuple[HookResult, Any | None]:
+        """First hook that recovers (`allow=True`) wins; a failing hook means no recovery."""
+        unrecovered = HookResult(allow=False, message=str(error))
+        call_id = error.tool_call.id if isinstance(error, ToolExecutionError) else ""
+        token = _current.set(self._operation_scope(call_id))
+        try:
+            for name, method in self._snapshot.by_event["on_tool_error"]:
+                try:
+                    answer = await self._call(method, (error,))
+                    result, value = answer
+                    if not isinstance(result, HookResult):
+                        raise TypeError(f"returned {type(result).__name__}, not a HookResult")
+                except Exception as exc:
+                    logger.error("hook %s.on_tool_error failed: %s", name, _describe(exc))
+                    return HookResult(
+                        allow=False,
+                        message=f"{error} (hook {name}.on_tool_error failed: {_describe(exc)})",
+                    ), None
+                if result.allow:
+                    return result, value
+            return unrecovered, None
+        finally:
+            _current.reset(token)
+
+    async def dispatch_interaction(
+        self, questions: Sequence[AskQuestionEntry]
+    ) -> QuestionHookResult | None:
+        """First non-None answer wins; a failing hook cancels the questions."""
+        token = _current.set(self.session)
+        try:
+            for name, method in self._snapshot.by_event["on_interaction"]:
+                try:
+                    answer = await self._call(method, (questions,))
+                    if answer is not None and not isinstance(answer, QuestionHookResult):
+                        raise TypeError(
+                            f"returned {type(answer).__name__}, not a QuestionHookResult"
+                        )
+                except Exception as exc:
+                    logger.error("hook %s.on_interaction failed: %s", name, _describe(exc))
+                    return QuestionHookResult(responses=[], cancelled=True)
+                if answer is not None:
+                    return answer
+            return None
+        finally:
+            _current.reset(token)
+
+    async def dispatch_on_compaction(self, summary: str) -> None:
+        await self._inspect("on_compaction", self.session, (summary,))
+
+    # -- the three categories -----------------------------------------------------------
+
+    async def _call(self, method: Method, args: tuple[Any, ...]) -> Any:
+        if self._timeout is None:
+            return await method(*args)
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await method(*args)
+        except TimeoutError:
+            raise TimeoutError(f"timed out after {self._timeout}s") from None
+
+    async def _decide(self, event: str, scope: HookContext, args: tuple[Any, ...]) -> HookResult:
+        entries = self._snapshot.by_event[event]
+        if not entries:
+            return HookResult.ALLOWED
+        return await self._decide_entries(entries, event, scope, args)
+
+    async def _decide_entries(
+        self,
+        entries: tuple[Entry, ...],
+        event: str,
+        scope: HookContext,
+        args: tuple[Any, ...],
+    ) -> HookResult:
+        token = _current.set(scope)
+        try:
+            timeout = self._timeout
+            for name, method in entries:
+                try:
+                    if timeout is None:
+                        result = await method(*args)
+                    else:
+                        result = await self._call(method, args)
+                except Exception as exc:
+                    logger.error("hook %s.%s failed (denying): %s", name, event, _describe(exc))
+                    return HookResult(
+                        allow=False, message=f"hook {name}.{event} failed: {_describe(exc)}"
+                    )
+                if not isinstance(result, HookResult):
+                    logger.error(
+                        "hook %s.%s returned %s, not a HookResult (denying)",
+                        name,
+                        event,
+                        type(result).__name__,
+                    )
+                    return HookResult(
+                        allow=False,
+                        message=f"hook {name}.{event} returned {type(result).__name__}, "
+                        "not a HookResult",
+                    )
+                if not result.allow:
+                    return result
+            return HookResult.ALLOWED
+        finally:
+            _current.reset(token)
+
+    async def _inspect(self, event: str, scope: HookContext, args: tuple[Any, ...]) -> None:
+        entries = self._snapshot.by_event[event]
+        if entries:
+            await self._inspect_entries(entries, event, scope, args)
+
+    async def _inspect_entries(
+        self,
+        entries: tuple[Entry, ...],
+        event: str,
+        scope: HookContext,
+        args: tuple[Any, ...],
+    ) -> None:
+        token = _current.set(scope)
+        try:
+            for name, method in entries:
+                try:
+                    await self._call(method, args)
+                except Exception as exc:
+                    logger.warning("hook %s.%s failed: %s", name, event, _describe(exc))
+        finally:
+            _current.reset(token)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,680 @@
+"""Offline testing helpers: a scripted, OpenAI-compatible model server.
+
+The harness runs the agent loop itself and only needs *some* chat-completions
+endpoint to talk to. :class:`ScriptedModel` is that endpoint, served on
+``127.0.0.1`` with an ephemeral port, answering from a script instead of a
+neural network. Point the harness's ``gemmaEndpoint.baseUrl`` (or
+``Agent.builder().model(scripted_model)``) at :attr:`ScriptedModel.base_url`
+and a whole session — tool calls, hooks, policy decisions — runs without a
+network or an API key, deterministically.
+
+A script is either a list of replies, consumed one per model request, or a
+function ``(messages, tools) -> reply`` (sync or async). A reply is a ``str``
+(assistant text), a :class:`TextReply`, or a :class:`ToolCallReply` (build one
+with :func:`tool_call` / :func:`tool_calls`)::
+
+    async with ScriptedModel([
+        tool_call("run_command", CommandLine="echo hi", Cwd="/tmp/ws"),
+        "done",
+    ]) as model:
+        ...  # run the agent against model.base_url
+        assert "denied" in model.requests[1].text
+
+Every request is recorded in :attr:`ScriptedModel.requests`. When a list
+script runs out the model answers :data:`EXHAUSTED_TEXT` (and counts it in
+:attr:`ScriptedModel.exhausted_count`) instead of failing, because an HTTP
+error would only make the harness retry and obscure the real test failure.
+
+The server is plain asyncio streams (a small HTTP/1.1 subset: keep-alive,
+``Content-Length`` and chunked request bodies, SSE responses), so it adds no
+dependencies.
+
+pytest: the :func:`scripted_model` fixture yields a started, empty
+``ScriptedModel``; fill it with :meth:`ScriptedModel.push` or
+:meth:`ScriptedModel.set_script`. Enable it with
+``pytest_plugins = ["antigravity_sdk.testing"]`` in ``conftest.py`` or by
+importing ``scripted_model`` into the test module. It needs ``pytest`` and
+``pytest-asyncio``; the rest of this module does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, TypeAlias
+
+__all__ = [
+    "EXHAUSTED_TEXT",
+    "RecordedRequest",
+    "Reply",
+    "ScriptFunction",
+    "ScriptedModel",
+    "TextReply",
+    "ToolCallReply",
+    "ToolCallSpec",
+    "scripted_model",
+    "text",
+    "tool_call",
+    "tool_calls",
+]
+
+EXHAUSTED_TEXT: Final = "(script exhausted)"
+"""What the model says once a list script has no replies left."""
+
+_MAX_HEADER_BYTES: Final = 64 * 1024
+_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+_IDLE_TIMEOUT: Final = 120.0  # keep-alive connections idle longer than this are closed
+_IO_TIMEOUT: Final = 30.0  # reading one request / writing one response
+_STOP_TIMEOUT: Final = 5.0
+
+
+# --------------------------------------------------------------------------- replies
+
+
+@dataclass(frozen=True, slots=True)
+class TextReply:
+    """The assistant answers with plain text (ends the harness's turn)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallSpec:
+    """One function call the scripted model asks for.
+
+    ``id`` is generated (``call_<n>``) when left empty, so a script does not
+    have to invent unique ids.
+    """
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallReply:
+    """The assistant asks for one or more tool calls, optionally with text."""
+
+    calls: tuple[ToolCallSpec, ...]
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.calls:
+            raise ValueError("ToolCallReply needs at least one call")
+
+
+Reply: TypeAlias = str | TextReply | ToolCallReply
+"""Anything a script may answer with; a bare ``str`` is assistant text."""
+
+ScriptFunction: TypeAlias = Callable[
+    [list[dict[str, Any]], list[dict[str, Any]]], Reply | Awaitable[Reply]
+]
+"""``(messages, tools) -> reply``; may be a coroutine function."""
+
+
+def text(content: str) -> TextReply:
+    """A text reply (same as passing the bare string)."""
+    return TextReply(content)
+
+
+def tool_call(name: str, /, **arguments: Any) -> ToolCallReply:
+    """A reply with a single tool call, e.g. ``tool_call("view_file", AbsolutePath=p)``."""
+    return ToolCallReply((ToolCallSpec(name, dict(arguments)),))
+
+
+def tool_calls(*calls: ToolCallSpec, text: str = "") -> ToolCallReply:
+    """A reply with several parallel tool calls (and optional accompanying text)."""
+    return ToolCallReply(tuple(calls), text)
+
+
+# --------------------------------------------------------------------------- recording
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One chat-completions request as the model server saw it."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: Mapping[str, Any]
+    reply: Reply | None
+    """What the script answered (``None`` if the script function raised)."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The ``messages`` array (system, user, assistant, tool …)."""
+        msgs = self.body.get("messages")
+        return [m for m in msgs if isinstance(m, dict)] if isinstance(msgs, list) else []
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` array the harness offered the model."""
+        tools = self.body.get("tools")
+        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the offered functions, for quick ``in`` checks."""
+        names: list[str] = []
+        for t in self.tools:
+            fn = t.get("function")
+            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                names.append(fn["name"])
+        return names
+
+    @property
+    def stream(self) -> bool:
+        """Whether the harness asked for an SSE stream."""
+        return bool(self.body.get("stream"))
+
+    @property
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The ``role: tool`` messages: what the harness reported back from tools."""
+        return [m for m in self.messages if m.get("role") == "tool"]
+
+    @property
+    def text(self) -> str:
+        """All message contents joined by newlines, for substring assertions."""
+        return "\n".join(_content_text(m.get("content")) for m in self.messages)
+
+    @property
+    def last_message(self) -> dict[str, Any] | None:
+        """The final message of the conversation the model was shown."""
+        msgs = self.messages
+        return msgs[-1] if msgs else None
+
+
+def _content_text(content: Any) -> str:
+    """Flatten OpenAI message content (a string or a list of parts) to text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, dict) and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+            elif isinstance(p, str):
+                parts.append(p)
+        return "\n".join(parts)
+    return ""
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(slots=True)
+class _Request:
+    method: str
+    path: str
+    version: str
+    headers: dict[str, str]
+    body: bytes
+
+
+_REASONS: Final = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    500: "Internal Server Error",
+}
+
+
+async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
+    """Read one request; ``None`` on a clean EOF between requests."""
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _IDLE_TIMEOUT)
+    except asyncio.IncompleteReadError as e:
+        if not e.partial.strip():
+            return None
+        raise _HttpError(400, "truncated request head") from e
+    except asyncio.LimitOverrunError as e:
+        raise _HttpError(413, "request head too large") from e
+    except TimeoutError:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise _HttpError(400, f"bad request line {lines[0]!r}")
+    method, target, version = parts
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise _HttpError(400, f"bad header line {line!r}")
+        key = name.strip().lower()
+        value = value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    body = await asyncio.wait_for(_read_body(reader, headers), _IO_TIMEOUT)
+    path = target.split("?", 1)[0]
+    return _Request(method.upper(), path, version, headers, body)
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> bytes:
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                # Trailer section: header lines until an empty one.
+                while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass
+                return b"".join(chunks)
+            total += size
+            if total > _MAX_BODY_BYTES:
+                raise _HttpError(413, "request body too large")
+            chunks.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+    length = int(headers.get("content-length", "0") or "0")
+    if length > _MAX_BODY_BYTES:
+        raise _HttpError(413, "request body too large")
+    return await reader.readexactly(length) if length else b""
+
+
+def _wants_close(req: _Request) -> bool:
+    conn = req.headers.get("connection", "").lower()
+    if req.version == "HTTP/1.0":
+        return "keep-alive" not in conn
+    return "close" in conn
+
+
+def _head(status: int, headers: Sequence[tuple[str, str]]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}"]
+    lines += [f"{k}: {v}" for k, v in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _json_response(status: int, payload: Any, *, close: bool) -> bytes:
+    data = json.dumps(payload).encode()
+    head = _head(
+        status,
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Connection", "close" if close else "keep-alive"),
+        ],
+    )
+    return head + data
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def _sse(payload: Any) -> bytes:
+    return _chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
+
+
+def _estimate_tokens(s: str) -> int:
+    return max(1, len(s) // 4)
+
+
+# --------------------------------------------------------------------------- server
+
+
+class ScriptedModel:
+    """An OpenAI-compatible chat-completions server that answers from a script.
+
+    Serves ``POST /v1/chat/completions`` (and ``/chat/completions``), streaming
+    or not, and ``GET /v1/models``. Use it as ``async with ScriptedModel(...)``
+    or call :meth:`start` / :meth:`stop` yourself.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Reply] | ScriptFunction = (),
+        *,
+        model_name: str = "scripted-model",
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.model_name = model_name
+        self._host = host
+        self._queue: list[Reply] = []
+        self._fn: ScriptFunction | None = None
+        self.set_script(script)
+        self.requests: list[RecordedRequest] = []
+        """Every chat-completions request, in arrival order."""
+        self.exhausted_count = 0
+        """How many requests arrived after a list script ran out."""
+        self.errors: list[str] = []
+        """Script-function exceptions and malformed requests (each answered 4xx/5xx)."""
+        self._server: asyncio.Server | None = None
+        self._port: int | None = None
+        self._conn_tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+
+    # ---- script management
+
+    def set_script(self, script: Sequence[Reply] | ScriptFunction) -> None:
+        """Replace the script (a reply list or a ``(messages, tools)`` function)."""
+        if callable(script):
+            self._fn = script
+            self._queue = []
+        else:
+            self._fn = None
+            self._queue = [self._check_reply(r) for r in script]
+
+    def push(self, *replies: Reply) -> None:
+        """Append replies to a list script."""
+        if self._fn is not None:
+            raise TypeError("push() needs a list script; this model uses a function")
+        self._queue.extend(self._check_reply(r) for r in replies)
+
+    @property
+    def remaining(self) -> int:
+        """Replies left in a list script (0 for a function script)."""
+        return len(self._queue)
+
+    @staticmethod
+    def _check_reply(reply: Any) -> Reply:
+        if not isinstance(reply, str | TextReply | ToolCallReply):
+            raise TypeError(f"not a reply: {reply!r} (use str, TextReply or ToolCallReply)")
+        return reply
+
+    # ---- lifecycle
+
+    @property
+    def port(self) -> int:
+        """The bound port; only valid after :meth:`start`."""
+        if self._port is None:
+            raise RuntimeError("ScriptedModel is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:{port}/v1`` — what ``gemmaEndpoint.baseUrl`` wants."""
+        return f"http://{self._host}:{self.port}/v1"
+
+    @property
+    def started(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._server is not None
+
+    async def start(self) -> None:
+        """Bind an ephemeral port and start serving (idempotent)."""
+        if self._server is not None:
+            return
+        server = await asyncio.start_server(
+            self._on_connection, self._host, 0, limit=_MAX_HEADER_BYTES
+        )
+        self._server = server
+        self._port = int(server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        """Close the listener and every open connection, bounded in time."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        # Closing the transports wakes handlers blocked in a read with EOF, so they
+        # finish normally; cancelling is only the fallback for a stuck script function.
+        for writer in list(self._writers):
+            writer.close()
+        tasks = list(self._conn_tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=_STOP_TIMEOUT)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=_STOP_TIMEOUT)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.wait_closed(), _STOP_TIMEOUT)
+
+    async def __aenter__(self) -> ScriptedModel:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def __repr__(self) -> str:
+        where = self.base_url if self._port is not None else "not started"
+        return f"ScriptedModel({self.model_name!r}, {where}, requests={len(self.requests)})"
+
+    # ---- connection handling
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._conn_tasks.add(task)
+        self._writers.add(writer)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        except asyncio.CancelledError:
+            # Only stop() cancels these tasks. Ending normally matters: asyncio's
+            # start_server callback calls task.exception(), which raises on a
+            # cancelled task (Python 3.11) and logs a spurious traceback.
+            if self._server is not None:
+                raise
+        finally:
+            if task is not None:
+                self._conn_tasks.discard(task)
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                req = await _read_request(reader)
+            except (_HttpError, ValueError) as e:
+                if not isinstance(e, _HttpError):
+                    e = _HttpError(400, f"malformed request: {e}")
+                self.errors.append(e.message)
+                writer.write(_json_response(e.status, _error_body(e.message), close=True))
+                await asyncio.wait_for(writer.drain(), _IO_TIMEOUT)
+                return
+            if req is None:
+                return
+            close = _wants_close(req)
+            await asyncio.wait_for(self._dispatch(req, writer, close), _IO_TIMEOUT)
+            if close:
+                return
+
+    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter, close: bool) -> None:
+        path = req.path.rstrip("/")
+        if path in ("/v1/models", "/models"):
+            if req.method != "GET":
+                writer.write(_json_response(405, _error_body("use GET"), close=close))
+            else:
+                writer.write(_json_response(200, self._models_body(), close=close))
+        elif path in ("/v1/chat/completions", "/chat/completions"):
+            if req.method != "POST":
+                writer.write(_json_response(405, _error_body("use POST"), close=close))
+            else:
+                await self._chat(req, writer, close)
+                return
+        else:
+            writer.write(_json_response(404, _error_body(f"no route {req.path}"), close=close))
+        await writer.drain()
+
+    def _models_body(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [{"id": self.model_name, "object": "model", "created": 0, "owned_by": "test"}],
+        }
+
+    async def _chat(self, req: _Request, writer: asyncio.StreamWriter, close: bool) -> None:
+        try:
+            body = json.loads(req.body or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as e:
+            self.errors.append(f"bad JSON body: {e}")
+            writer.write(_json_response(400, _error_body(f"bad JSON body: {e}"), close=close))
+            await writer.drain()
+            return
+
+        async with self._lock:  # keep list scripts consumed in arrival order
+            try:
+                reply: Reply | None = await self._next_reply(body)
+            except Exception as e:
+                reply = None
+                self.errors.append(f"script raised {type(e).__name__}: {e}")
+            self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply))
+
+        if reply is None:
+            writer.write(_json_response(500, _error_body(self.errors[-1]), close=close))
+            await writer.drain()
+            return
+
+        completion_id = f"chatcmpl-{next(self._ids)}"
+        calls = self._materialize_calls(reply)
+        content = reply if isinstance(reply, str) else reply.text
+        prompt_tokens = _estimate_tokens(json.dumps(body.get("messages", [])))
+        completion_tokens = _estimate_tokens(
+            content + "".join(json.dumps(c["function"]) for c in calls)
+        )
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        finish = "tool_calls" if calls else "stop"
+        if body.get("stream"):
+            await self._write_stream(writer, completion_id, content, calls, finish, usage, close)
+        else:
+            message: dict[str, Any] = {"role": "assistant", "content": content or None}
+            if calls:
+                message["tool_calls"] = calls
+            payload = {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model_name,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+            writer.write(_json_response(200, payload, close=close))
+            await writer.drain()
+
+    async def _next_reply(self, body: Mapping[str, Any]) -> Reply:
+        if self._fn is not None:
+            rec = RecordedRequest("", {}, body, None)
+            result = self._fn(rec.messages, rec.tools)
+            if inspect.isawaitable(result):
+                result = await result
+            return self._check_reply(result)
+        if self._queue:
+            return self._queue.pop(0)
+        self.exhausted_count += 1
+        return EXHAUSTED_TEXT
+
+    def _materialize_calls(self, reply: Reply) -> list[dict[str, Any]]:
+        if not isinstance(reply, ToolCallReply):
+            return []
+        return [
+            {
+                "id": c.id or f"call_{next(self._ids)}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))},
+            }
+            for c in reply.calls
+        ]
+
+    async def _write_stream(
+        self,
+        writer: asyncio.StreamWriter,
+        completion_id: str,
+        content: str,
+        calls: list[dict[str, Any]],
+        finish: str,
+        usage: dict[str, int],
+        close: bool,
+    ) -> None:
+        writer.write(
+            _head(
+                200,
+                [
+                    ("Content-Type", "text/event-stream"),
+                    ("Cache-Control", "no-cache"),
+                    ("Transfer-Encoding", "chunked"),
+                    ("Connection", "close" if close else "keep-alive"),
+                ],
+            )
+        )
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            return {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.model_name,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+
+        writer.write(_sse(chunk({"role": "assistant", "content": ""})))
+        for piece in _split_text(content):
+            writer.write(_sse(chunk({"content": piece})))
+        for i, c in enumerate(calls):
+            fn = c["function"]
+            name_delta = {"index": i, "id": c["id"], "type": "function"}
+            name_delta["function"] = {"name": fn["name"], "arguments": ""}
+            args_delta = {"index": i, "function": {"arguments": fn["arguments"]}}
+            writer.write(_sse(chunk({"tool_calls": [name_delta]})))
+            writer.write(_sse(chunk({"tool_calls": [args_delta]})))
+        final = chunk({}, finish)
+        final["usage"] = usage
+        writer.write(_sse(final))
+        writer.write(_chunk(b"data: [DONE]\n\n"))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+
+def _split_text(s: str, pieces: int = 3) -> list[str]:
+    """Split text into a few deltas so streaming consumers see more than one."""
+    if not s:
+        return []
+    size = max(1, -(-len(s) // pieces))
+    return [s[i : i + size] for i in range(0, len(s), size)]
+
+
+def _error_body(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "scripted_model_error"}}
+
+
+# --------------------------------------------------------------------------- pytest
+
+
+async def _scripted_model_fixture() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel() as model:
+        yield model
+
+
+try:
+    import pytest_asyncio as _pytest_asyncio
+except ImportError:  # pragma: no cover - only without the test extras
+    scripted_model: Any = None
+else:
+    scripted_model = _pytest_asyncio.fixture(_scripted_model_fixture, name="scripted_model")
+    """pytest fixture: a started, empty :class:`ScriptedModel` (``push`` replies into it)."""

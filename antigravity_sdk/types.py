@@ -1,0 +1,250 @@
+"""Value types shared by hooks, policies, tools and the agent (pydantic v2 models).
+
+`HookResult` is frozen: results are values, and a frozen result can be shared, so
+`HookResult.allowed()` and an all-allow dispatch return one cached instance instead of
+building a model per tool call.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AskQuestionEntry",
+    "AskQuestionOption",
+    "BuiltinTool",
+    "CapabilitiesConfig",
+    "ChatResponse",
+    "HookResult",
+    "McpHttpServer",
+    "McpServer",
+    "McpStdioServer",
+    "QuestionHookResult",
+    "QuestionResponse",
+    "Step",
+    "StreamChunk",
+    "ToolCall",
+    "ToolResult",
+    "UsageMetadata",
+]
+
+_MCP_NAME = r"^[A-Za-z0-9_-]+$"
+
+
+class _Model(BaseModel):
+    # Build validators on first use, not at import: most programs touch a few types only.
+    model_config = ConfigDict(defer_build=True)
+
+
+class ToolCall(_Model):
+    """One tool call the model asked for, as hooks and policies see it."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str = ""
+    server_name: str | None = None
+    trajectory_id: str = ""
+    step_index: int | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        """`"server/name"` for an MCP tool, else the bare name: what policies match on."""
+        if self.server_name:
+            return f"{self.server_name}/{self.name}"
+        return self.name
+
+
+class ToolResult(_Model):
+    """The outcome of one tool call, as post_tool_call sees it."""
+
+    name: str
+    id: str = ""
+    result: Any = None
+    error: str | None = None
+    server_name: str | None = None
+
+
+class HookResult(_Model):
+    """A Decide hook's verdict: allow or deny, with a message the model reads on deny."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    allow: bool = True
+    message: str = ""
+
+    ALLOWED: ClassVar[HookResult]
+
+    @classmethod
+    def allowed(cls, msg: str = "") -> HookResult:
+        """An allowing result; without a message it is one shared instance."""
+        if not msg:
+            return HookResult.ALLOWED
+        return cls(allow=True, message=msg)
+
+    @classmethod
+    def denied(cls, msg: str) -> HookResult:
+        """A denying result; `msg` tells the model why."""
+        return cls(allow=False, message=msg)
+
+
+HookResult.ALLOWED = HookResult()
+
+
+class UsageMetadata(_Model):
+    """Token counts, as the harness reports them."""
+
+    prompt_token_count: int = 0
+    cached_content_token_count: int = 0
+    candidates_token_count: int = 0
+    thoughts_token_count: int = 0
+    total_token_count: int = 0
+
+
+StepState = Literal["active", "done", "waiting_for_user", "error", "unknown"]
+StepKind = Literal["text", "tool_call", "system", "user", "compaction", "finish", "error"]
+
+
+class Step(_Model):
+    """One step of a trajectory: a model message, a tool action, an error.
+
+    `kind` says which; for tool steps `tool_call` holds the call and `output` what it
+    printed or returned. Fields the SDK does not model are dropped, not errors.
+    """
+
+    step_index: int = 0
+    trajectory_id: str = ""
+    kind: StepKind = "text"
+    state: StepState = "unknown"
+    source: Literal["system", "user", "model", "unknown"] = "unknown"
+    text: str = ""
+    thinking: str = ""
+    tool_call: ToolCall | None = None
+    output: str | None = None
+    exit_code: int | None = None
+    error: str = ""
+
+
+class ChatResponse(_Model):
+    """What one `Agent.chat()` turn produced."""
+
+    text: str = ""
+    thinking: str = ""
+    steps: list[Step] = Field(default_factory=list)
+    usage: UsageMetadata | None = None
+
+
+class StreamChunk(_Model):
+    """One piece of a streamed turn: a text delta, a thought delta, or a tool call."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    type: Literal["text", "thought", "tool_call"]
+    text: str = ""
+    tool_call: ToolCall | None = None
+    step_index: int = 0
+
+
+class AskQuestionOption(_Model):
+    """One choice of a multiple-choice question."""
+
+    id: str
+    text: str
+
+
+class AskQuestionEntry(_Model):
+    """A question the agent asks the user."""
+
+    question: str
+    options: list[AskQuestionOption] = Field(default_factory=list)
+    is_multi_select: bool = False
+
+
+class QuestionResponse(_Model):
+    """The answer to one `AskQuestionEntry`."""
+
+    selected_option_ids: list[str] | None = None
+    freeform_response: str | None = None
+    skipped: bool = False
+
+
+class QuestionHookResult(_Model):
+    """An on_interaction hook's answers, one per question, or a cancellation."""
+
+    responses: list[QuestionResponse] = Field(default_factory=list)
+    cancelled: bool = False
+
+
+class BuiltinTool(StrEnum):
+    """The harness's built-in tools that `CapabilitiesConfig` can switch on or off."""
+
+    RUN_COMMAND = "run_command"
+    VIEW_FILE = "view_file"
+    WRITE_TO_FILE = "write_to_file"
+    EDIT_FILE = "replace_file_content"
+    LIST_DIR = "list_dir"
+    GREP_SEARCH = "grep_search"
+    FIND = "find_by_name"
+    ASK_QUESTION = "ask_question"
+    SUBAGENTS = "invoke_subagent"
+    SEARCH_WEB = "search_web"
+    READ_URL_CONTENT = "read_url_content"
+    GENERATE_IMAGE = "generate_image"
+    MANAGE_TASK = "manage_task"
+    SCHEDULE = "schedule"
+    RUN_WORKFLOW = "run_workflow"
+
+
+_DEFAULT_TOOLS = frozenset(
+    {
+        BuiltinTool.RUN_COMMAND,
+        BuiltinTool.VIEW_FILE,
+        BuiltinTool.WRITE_TO_FILE,
+        BuiltinTool.EDIT_FILE,
+        BuiltinTool.SUBAGENTS,
+    }
+)
+
+
+class CapabilitiesConfig(_Model):
+    """Which built-in tools the harness exposes to the model, and their limits.
+
+    Switching a tool off removes it from the model's view; a policy leaves it visible and
+    refuses the call. Prefer this for tools the agent never needs.
+    """
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    enabled_tools: frozenset[BuiltinTool] = _DEFAULT_TOOLS
+    run_command_timeout_ms: int | None = Field(default=None, gt=0)
+    max_subagent_depth: int | None = Field(default=None, ge=1)
+    max_model_calls: int | None = Field(default=None, gt=0)
+    max_tool_calls: int | None = Field(default=None, gt=0)
+    compaction_token_threshold: int | None = Field(default=None, gt=0)
+
+
+class _McpServerBase(_Model):
+    name: str = Field(pattern=_MCP_NAME)
+    enabled_tools: list[str] | None = None
+    disabled_tools: list[str] | None = None
+    timeout_seconds: int | None = Field(default=None, gt=0)
+
+
+class McpStdioServer(_McpServerBase):
+    """An MCP server the harness starts as a subprocess."""
+
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class McpHttpServer(_McpServerBase):
+    """An MCP server the harness reaches over streamable HTTP."""
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+McpServer = McpStdioServer | McpHttpServer
