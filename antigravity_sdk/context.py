@@ -58,7 +58,13 @@ class HookContext:
 
 _MISSING = object()
 
-_current: ContextVar[HookContext] = ContextVar("antigravity_sdk.current_context")
+# A deferred scope: `[make, item, parent, made]`. Tool-call dispatches are hot and most
+# hooks never call current_context(), so an operation context is only built (by
+# `make(item, parent)`, once per dispatch) when a hook first asks for it. A list because
+# it is the cheapest mutable object to build; only this module and hooks.py touch it.
+Deferred = list[Any]
+
+_current: ContextVar[HookContext | Deferred] = ContextVar("antigravity_sdk.current_context")
 
 
 def current_context() -> HookContext:
@@ -69,11 +75,17 @@ def current_context() -> HookContext:
     context otherwise. Raises `LookupError` outside a dispatch.
     """
     try:
-        return _current.get()
+        ctx = _current.get()
     except LookupError:
         raise LookupError(
             "current_context() is only available while a hook is dispatched"
         ) from None
+    if isinstance(ctx, list):
+        made: HookContext | None = ctx[3]
+        if made is None:
+            made = ctx[3] = ctx[0](ctx[1], ctx[2])
+        return made
+    return ctx
 
 
 class ToolContext:

@@ -112,18 +112,38 @@ def overridden_events(hook: Hook) -> frozenset[str]:
 
 
 class _Snapshot:
-    """An immutable view of the registered hooks, with per-event method tuples."""
+    """An immutable view of the registered hooks: per event, the (name, method) entries.
 
-    __slots__ = ("by_event", "hooks")
+    One attribute per event (not a dict) so a dispatch reads its entries in one step.
+    """
+
+    __slots__ = ("hooks", *EVENTS)
+
+    hooks: tuple[Hook, ...]
+    on_session_start: tuple[Entry, ...]
+    on_session_end: tuple[Entry, ...]
+    pre_turn: tuple[Entry, ...]
+    post_turn: tuple[Entry, ...]
+    pre_tool_call: tuple[Entry, ...]
+    post_tool_call: tuple[Entry, ...]
+    on_tool_error: tuple[Entry, ...]
+    on_interaction: tuple[Entry, ...]
+    on_compaction: tuple[Entry, ...]
 
     def __init__(self, hooks: tuple[Hook, ...], events: dict[int, frozenset[str]]) -> None:
         self.hooks = hooks
-        self.by_event: dict[str, tuple[Entry, ...]] = {
-            event: tuple(
+        for event in EVENTS:
+            entries = tuple(
                 (type(h).__name__, getattr(h, event)) for h in hooks if event in events[id(h)]
             )
-            for event in EVENTS
-        }
+            setattr(self, event, entries)
+
+    def entries(self, event: str) -> tuple[Entry, ...]:
+        entries: tuple[Entry, ...] = getattr(self, event)
+        return entries
+
+
+_ALLOWED: Final = HookResult.ALLOWED
 
 
 class HookRunner:
@@ -177,7 +197,8 @@ class HookRunner:
 
     def subscribed_events(self) -> frozenset[str]:
         """The events at least one registered hook overrides."""
-        return frozenset(e for e, entries in self._snapshot.by_event.items() if entries)
+        snapshot = self._snapshot
+        return frozenset(e for e in EVENTS if snapshot.entries(e))
 
     # -- scopes ---------------------------------------------------------------------------
 
@@ -198,6 +219,16 @@ class HookRunner:
     def _turn_scope(self) -> HookContext:
         return self._turn if self._turn is not None else self.begin_turn()
 
+    def _resolve_call(self, tool_call: ToolCall, parent: HookContext) -> HookContext:
+        """The operation context of `tool_call`, made (under `parent`) on first use."""
+        call_id = tool_call.id
+        op = self._operations.get(call_id)
+        if op is None:
+            op = parent.child()
+            if call_id:
+                self._operations[call_id] = op
+        return op
+
     def _operation_scope(self, call_id: str) -> HookContext:
         op = self._operations.get(call_id)
         if op is None:
@@ -207,47 +238,99 @@ class HookRunner:
         return op
 
     # -- dispatch -------------------------------------------------------------------------
+    #
+    # pre_tool_call and post_tool_call run once per tool call, so their loops are written
+    # out here (one coroutine frame fewer, no argument tuples); the other events share
+    # `_decide` and `_inspect`, which implement the same rules.
 
     async def dispatch_session_start(self) -> None:
-        await self._inspect("on_session_start", self.session, ())
+        await self._inspect(self._snapshot.on_session_start, "on_session_start", self.session, ())
 
     async def dispatch_session_end(self) -> None:
-        await self._inspect("on_session_end", self.session, ())
+        await self._inspect(self._snapshot.on_session_end, "on_session_end", self.session, ())
 
     async def dispatch_pre_turn(self) -> HookResult:
-        return await self._decide("pre_turn", self._turn_scope(), ())
+        entries = self._snapshot.pre_turn
+        if not entries:
+            self._turn_scope()
+            return _ALLOWED
+        return await self._decide(entries, "pre_turn", self._turn_scope(), ())
 
     async def dispatch_post_turn(self, response: ChatResponse) -> None:
         try:
-            await self._inspect("post_turn", self._turn_scope(), (response,))
+            entries = self._snapshot.post_turn
+            if entries:
+                await self._inspect(entries, "post_turn", self._turn_scope(), (response,))
         finally:
             self.end_turn()
 
     async def dispatch_pre_tool_call(self, tool_call: ToolCall) -> HookResult:
-        entries = self._snapshot.by_event["pre_tool_call"]
+        """Decide: the first deny is returned as is; a failing hook denies (fail-closed)."""
+        entries = self._snapshot.pre_tool_call
         if not entries:
-            return HookResult.ALLOWED
-        result = await self._decide_entries(
-            entries, "pre_tool_call", self._operation_scope(tool_call.id), (tool_call,)
-        )
-        if not result.allow:
+            return _ALLOWED
+        entries = _Live(self)
+        # The operation context is built only if a hook asks for it (see context.py).
+        token = _current.set([self._resolve_call, tool_call, self._turn or self.session, None])
+        timeout = self._timeout
+        try:
+            for name, method in entries:
+                try:
+                    if timeout is None:
+                        result = await method(tool_call)
+                    else:
+                        result = await self._call(method, (tool_call,))
+                except Exception as exc:
+                    result = _decide_failed(name, "pre_tool_call", exc)
+                    break
+                if result is _ALLOWED:
+                    continue
+                if not isinstance(result, HookResult):
+                    result = _decide_wrong_type(name, "pre_tool_call", result)
+                    break
+                if not result.allow:
+                    break
+            else:
+                return _ALLOWED
+        finally:
+            _current.reset(token)
+        if self._operations:  # denied: there will be no post_tool_call
             self._operations.pop(tool_call.id, None)
         return result
 
     async def dispatch_post_tool_call(self, result: ToolResult) -> None:
-        entries = self._snapshot.by_event["post_tool_call"]
-        scope = self._operation_scope(result.id)
-        self._operations.pop(result.id, None)
-        if entries:
-            await self._inspect_entries(entries, "post_tool_call", scope, (result,))
+        """Inspect: every hook runs; failures are logged and contained."""
+        entries = self._snapshot.post_tool_call
+        # The call is over: drop its operation context, handing it to these hooks.
+        scope = self._operations.pop(result.id, None) if self._operations else None
+        if not entries:
+            return
+        token = _current.set(
+            scope if scope is not None else [_new_child, None, self._turn or self.session, None]
+        )
+        timeout = self._timeout
+        try:
+            for name, method in entries:
+                try:
+                    if timeout is None:
+                        await method(result)
+                    else:
+                        await self._call(method, (result,))
+                except Exception as exc:
+                    _inspect_failed(name, "post_tool_call", exc)
+        finally:
+            _current.reset(token)
 
     async def dispatch_on_tool_error(self, error: Exception) -> tuple[HookResult, Any | None]:
         """First hook that recovers (`allow=True`) wins; a failing hook means no recovery."""
+        entries = self._snapshot.on_tool_error
         unrecovered = HookResult(allow=False, message=str(error))
+        if not entries:
+            return unrecovered, None
         call_id = error.tool_call.id if isinstance(error, ToolExecutionError) else ""
         token = _current.set(self._operation_scope(call_id))
         try:
-            for name, method in self._snapshot.by_event["on_tool_error"]:
+            for name, method in entries:
                 try:
                     answer = await self._call(method, (error,))
                     result, value = answer
@@ -269,9 +352,12 @@ class HookRunner:
         self, questions: Sequence[AskQuestionEntry]
     ) -> QuestionHookResult | None:
         """First non-None answer wins; a failing hook cancels the questions."""
+        entries = self._snapshot.on_interaction
+        if not entries:
+            return None
         token = _current.set(self.session)
         try:
-            for name, method in self._snapshot.by_event["on_interaction"]:
+            for name, method in entries:
                 try:
                     answer = await self._call(method, (questions,))
                     if answer is not None and not isinstance(answer, QuestionHookResult):
@@ -288,9 +374,9 @@ class HookRunner:
             _current.reset(token)
 
     async def dispatch_on_compaction(self, summary: str) -> None:
-        await self._inspect("on_compaction", self.session, (summary,))
+        await self._inspect(self._snapshot.on_compaction, "on_compaction", self.session, (summary,))
 
-    # -- the three categories -----------------------------------------------------------
+    # -- the shared loops ---------------------------------------------------------------
 
     async def _call(self, method: Method, args: tuple[Any, ...]) -> Any:
         if self._timeout is None:
@@ -301,13 +387,7 @@ class HookRunner:
         except TimeoutError:
             raise TimeoutError(f"timed out after {self._timeout}s") from None
 
-    async def _decide(self, event: str, scope: HookContext, args: tuple[Any, ...]) -> HookResult:
-        entries = self._snapshot.by_event[event]
-        if not entries:
-            return HookResult.ALLOWED
-        return await self._decide_entries(entries, event, scope, args)
-
-    async def _decide_entries(
+    async def _decide(
         self,
         entries: tuple[Entry, ...],
         event: str,
@@ -316,59 +396,69 @@ class HookRunner:
     ) -> HookResult:
         token = _current.set(scope)
         try:
-            timeout = self._timeout
             for name, method in entries:
                 try:
-                    if timeout is None:
-                        result = await method(*args)
-                    else:
-                        result = await self._call(method, args)
+                    result = await self._call(method, args)
                 except Exception as exc:
-                    logger.error("hook %s.%s failed (denying): %s", name, event, _describe(exc))
-                    return HookResult(
-                        allow=False, message=f"hook {name}.{event} failed: {_describe(exc)}"
-                    )
+                    return _decide_failed(name, event, exc)
+                if result is _ALLOWED:
+                    continue
                 if not isinstance(result, HookResult):
-                    logger.error(
-                        "hook %s.%s returned %s, not a HookResult (denying)",
-                        name,
-                        event,
-                        type(result).__name__,
-                    )
-                    return HookResult(
-                        allow=False,
-                        message=f"hook {name}.{event} returned {type(result).__name__}, "
-                        "not a HookResult",
-                    )
+                    return _decide_wrong_type(name, event, result)
                 if not result.allow:
                     return result
-            return HookResult.ALLOWED
+            return _ALLOWED
         finally:
             _current.reset(token)
 
-    async def _inspect(self, event: str, scope: HookContext, args: tuple[Any, ...]) -> None:
-        entries = self._snapshot.by_event[event]
-        if entries:
-            await self._inspect_entries(entries, event, scope, args)
-
-    async def _inspect_entries(
+    async def _inspect(
         self,
         entries: tuple[Entry, ...],
         event: str,
         scope: HookContext,
         args: tuple[Any, ...],
     ) -> None:
+        if not entries:
+            return
         token = _current.set(scope)
         try:
             for name, method in entries:
                 try:
                     await self._call(method, args)
                 except Exception as exc:
-                    logger.warning("hook %s.%s failed: %s", name, event, _describe(exc))
+                    _inspect_failed(name, event, exc)
         finally:
             _current.reset(token)
+
+
+def _new_child(_item: object, parent: HookContext) -> HookContext:
+    return parent.child()
+
+
+def _decide_failed(name: str, event: str, exc: Exception) -> HookResult:
+    logger.error("hook %s.%s failed (denying): %s", name, event, _describe(exc))
+    return HookResult(allow=False, message=f"hook {name}.{event} failed: {_describe(exc)}")
+
+
+def _decide_wrong_type(name: str, event: str, result: object) -> HookResult:
+    kind = type(result).__name__
+    logger.error("hook %s.%s returned %s, not a HookResult (denying)", name, event, kind)
+    return HookResult(allow=False, message=f"hook {name}.{event} returned {kind}, not a HookResult")
+
+
+def _inspect_failed(name: str, event: str, exc: Exception) -> None:
+    logger.warning("hook %s.%s failed: %s", name, event, _describe(exc))
 
 
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+class _Live:
+    def __init__(self, runner):
+        self.r = runner
+    def __iter__(self):
+        i = 0
+        while i < len(self.r._snapshot.pre_tool_call):
+            yield self.r._snapshot.pre_tool_call[i]
+            i += 1

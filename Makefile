@@ -1,0 +1,38 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Each creates .venv if missing, installs the project with its extras, fetches the
+# pinned harness binary into the SDK's cache, and runs.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-dev
+
+.PHONY: demo test lint typecheck unit bench harness clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict antigravity_sdk
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python benches/bench_dispatch.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

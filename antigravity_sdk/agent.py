@@ -1,0 +1,590 @@
+"""`Agent` and `AgentBuilder`: a governed agent on the real Antigravity harness.
+
+The agent owns one harness connection and one `SessionCore`. A reader task feeds every
+frame to the core; hook calls, tool runs and questions it yields run as tasks (so a slow
+hook never stalls the socket) and always answer exactly once — fail-closed when the
+dispatch itself fails. Stream chunks and the turn's end go to the turn in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import policy as policy_mod
+from .context import ToolContext
+from .errors import AntigravityError, HarnessConnectionError, TurnDeniedError
+from .hooks import Hook, HookRunner
+from .types import (
+    CapabilitiesConfig,
+    ChatResponse,
+    HookResult,
+    McpServer,
+    Step,
+    StreamChunk,
+)
+
+if TYPE_CHECKING:
+    from .harness.connection import Connection
+    from .harness.protocol import Effect, HookCall, SessionCore, TurnEnded
+    from .policy import Policy, PolicyEnforcer
+    from .testing import ScriptedModel
+    from .tools import ToolRunner
+    from .triggers import Trigger, TriggerRunner
+
+__all__ = ["Agent", "AgentBuilder"]
+
+logger = logging.getLogger("antigravity_sdk.agent")
+
+_SESSION_END_TIMEOUT = 2.0
+_IDLE_TIMEOUT = 10.0
+
+
+def _default_root() -> Path:
+    from .harness.install import default_cache_dir
+
+    return default_cache_dir()
+
+
+@dataclass
+class _Settings:
+    hooks: list[Hook] = field(default_factory=list)
+    policies: list[Any] = field(default_factory=list)
+    tools: list[Any] = field(default_factory=list)
+    triggers: list[Any] = field(default_factory=list)
+    mcp_servers: list[McpServer] = field(default_factory=list)
+    workspaces: list[Path] = field(default_factory=list)
+    system_instructions: str = ""
+    capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
+    model: Any = None  # str | ScriptedModel | None
+    base_url: str | None = None
+    api_key: str | None = None
+    harness_path: str | os.PathLike[str] | None = None
+    save_dir: Path | None = None
+    app_data_dir: Path | None = None
+    connection: Any = None
+    hook_timeout: float | None = None
+    turn_timeout: float = 600.0
+    startup_timeout: float = 30.0
+
+
+class AgentBuilder:
+    """Fluent configuration for an `Agent`; `build()` validates it (policies included)."""
+
+    def __init__(self) -> None:
+        self._s = _Settings()
+
+    def hook(self, hook: Hook) -> AgentBuilder:
+        self._s.hooks.append(hook)
+        return self
+
+    def hooks(self, hooks: Iterable[Hook]) -> AgentBuilder:
+        self._s.hooks.extend(hooks)
+        return self
+
+    def policy(self, policy: Policy | Sequence[Any]) -> AgentBuilder:
+        self._s.policies.append(policy)
+        return self
+
+    def policies(self, policies: Iterable[Any]) -> AgentBuilder:
+        self._s.policies.extend(policies)
+        return self
+
+    def allow_all(self) -> AgentBuilder:
+        """Add the catch-all allow (instead of the default `confirm_run_command()`)."""
+        self._s.policies.append(policy_mod.allow_all())
+        return self
+
+    def tool(self, tool: Any) -> AgentBuilder:
+        """A host-side tool: a `Tool`, a `@tool` function or a plain (a)sync function."""
+        self._s.tools.append(tool)
+        return self
+
+    def tools(self, tools: Iterable[Any]) -> AgentBuilder:
+        self._s.tools.extend(tools)
+        return self
+
+    def trigger(self, trigger: Trigger) -> AgentBuilder:
+        self._s.triggers.append(trigger)
+        return self
+
+    def mcp_server(self, server: McpServer) -> AgentBuilder:
+        self._s.mcp_servers.append(server)
+        return self
+
+    def workspaces(self, paths: Iterable[str | os.PathLike[str]]) -> AgentBuilder:
+        self._s.workspaces.extend(Path(p).expanduser().resolve() for p in paths)
+        return self
+
+    def system_instructions(self, text: str) -> AgentBuilder:
+        self._s.system_instructions = text
+        return self
+
+    def capabilities(self, capabilities: CapabilitiesConfig) -> AgentBuilder:
+        self._s.capabilities = capabilities
+        return self
+
+    def model(
+        self,
+        model: str | ScriptedModel,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> AgentBuilder:
+        """A Gemini model name, a name served at an OpenAI-compatible `base_url`, or a
+        `ScriptedModel` (which the agent starts and stops if it is not running)."""
+        if base_url is not None and api_key is not None:
+            raise ValueError(
+                "the harness's OpenAI-compatible endpoint takes no API key; "
+                "use an endpoint that needs none (Ollama, vLLM) or a Gemini model"
+            )
+        self._s.model, self._s.base_url, self._s.api_key = model, base_url, api_key
+        return self
+
+    def harness_path(self, path: str | os.PathLike[str]) -> AgentBuilder:
+        self._s.harness_path = path
+        return self
+
+    def save_dir(self, path: str | os.PathLike[str]) -> AgentBuilder:
+        """Where the harness stores conversations (default: under the SDK's cache dir)."""
+        self._s.save_dir = Path(path)
+        return self
+
+    def app_data_dir(self, path: str | os.PathLike[str]) -> AgentBuilder:
+        """Where the harness keeps its app data and its HOME (default: the SDK's cache)."""
+        self._s.app_data_dir = Path(path)
+        return self
+
+    def connection(self, connection: Connection) -> AgentBuilder:
+        """Use this connection (e.g. `RemoteConnection`) instead of spawning a harness."""
+        self._s.connection = connection
+        return self
+
+    def hook_timeout(self, seconds: float | None) -> AgentBuilder:
+        """Bound each hook call; a hook that exceeds it counts as failing (fail-closed)."""
+        self._s.hook_timeout = seconds
+        return self
+
+    def turn_timeout(self, seconds: float) -> AgentBuilder:
+        """Bound each turn (default 600 s); past it the turn is halted and TimeoutError raised."""
+        self._s.turn_timeout = seconds
+        return self
+
+    def build(self) -> Agent:
+        s = replace(self._s)
+        policies = s.policies or [policy_mod.confirm_run_command()]
+        enforcer = policy_mod.enforce(policies, mcp_servers=s.mcp_servers or None)
+        return Agent(s, enforcer)
+
+
+class Agent:
+    """A running conversation with the harness, governed by hooks and policies.
+
+    Use `async with agent:` (or `await agent.start()` / `await agent.stop()`), then
+    `await agent.chat(prompt)` or `async for chunk in agent.stream(prompt)`.
+    """
+
+    def __init__(self, settings: _Settings, enforcer: PolicyEnforcer) -> None:
+        self._s = settings
+        self.policy_enforcer = enforcer
+        self._hooks: list[Hook] = list(settings.hooks)
+        self.hook_runner: HookRunner | None = None
+        self.conversation_id = ""
+        self.history: list[Step] = []
+        self.turn_count = 0
+        self._core: SessionCore | None = None
+        self._conn: Connection | None = None
+        self._tools: ToolRunner | None = None
+        self._triggers: TriggerRunner | None = None
+        self._owned_model: ScriptedModel | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._turn_lock = asyncio.Lock()
+        self._queue: asyncio.Queue[Effect | BaseException] | None = None
+        self._idle = asyncio.Event()
+        self._initialized = asyncio.Event()
+        self._session_ended = asyncio.Event()
+        self._session_end_dispatched = False
+        self._denial: HookResult | None = None
+        self._failure: BaseException | None = None
+        self._started = False
+
+    @staticmethod
+    def builder() -> AgentBuilder:
+        return AgentBuilder()
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def register_hook(self, hook: Hook) -> None:
+        """Add a hook (before the PolicyEnforcer); only before `start()`."""
+        if self._started:
+            raise RuntimeError("register hooks before the agent starts")
+        self._hooks.append(hook)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Agent:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Spawn (or connect to) the harness, configure the session, run session_start."""
+        if self._started:
+            raise RuntimeError("the agent is already started")
+        from .harness.config import harness_config
+        from .harness.connection import LocalConnection
+        from .harness.protocol import SessionCore
+        from .tools import ToolRunner
+
+        s = self._s
+        self._started = True
+        try:
+            model = await self._model_settings()
+            root = _default_root()
+            save_dir = (s.save_dir or root / "conversations").resolve()
+            app_data = (s.app_data_dir or root / "app-data").resolve()
+            self.hook_runner = HookRunner(
+                [*self._hooks, self.policy_enforcer], timeout=s.hook_timeout
+            )
+            self._tools = ToolRunner(s.tools, context=ToolContext())
+            self._core = SessionCore()
+            self._conn = s.connection or LocalConnection(
+                s.harness_path, startup_timeout=s.startup_timeout
+            )
+            await self._conn.open(storage_dir=save_dir, home=app_data / "home")
+            self._reader = asyncio.create_task(self._read_loop())
+            await self._conn.send(
+                harness_config(
+                    model=model,
+                    workspaces=s.workspaces or [Path.cwd()],
+                    app_data_dir=app_data,
+                    capabilities=s.capabilities,
+                    hook_events=self.hook_runner.subscribed_events(),
+                    system_instructions=s.system_instructions,
+                    tools=self._tools.declarations(),
+                    mcp_servers=s.mcp_servers,
+                )
+            )
+            await self._wait(self._initialized, s.startup_timeout, "initialize the conversation")
+            self._idle.set()
+            await self.hook_runner.dispatch_session_start()
+            if s.triggers:
+                from .triggers import TriggerRunner
+
+                self._triggers = TriggerRunner(s.triggers)
+                await self._triggers.start(self._trigger_send)
+        except BaseException:
+            await self._shutdown()
+            raise
+
+    async def stop(self) -> None:
+        """End the session (bounded: at most a few seconds even if the harness ignores it)."""
+        if not self._started:
+            return
+        try:
+            if self._triggers is not None:
+                await self._triggers.stop()
+            if self._conn is not None and self._failure is None and self._initialized.is_set():
+                from .harness.protocol import SESSION_END
+
+                with contextlib.suppress(Exception):
+                    await self._conn.send(SESSION_END)
+                    await self._wait(self._session_ended, _SESSION_END_TIMEOUT, "end the session")
+            if not self._session_end_dispatched and self.hook_runner is not None:
+                self._session_end_dispatched = True
+                await self.hook_runner.dispatch_session_end()
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        tasks = [t for t in (self._reader, *self._tasks) if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        try:
+            if tasks:
+                await asyncio.wait(tasks, timeout=1.0)
+        finally:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
+            model, self._owned_model = self._owned_model, None
+            if model is not None:
+                await model.stop()
+            self._started = False
+
+    async def _model_settings(self) -> Any:
+        from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings
+        from .testing import ScriptedModel
+
+        s = self._s
+        if isinstance(s.model, ScriptedModel):
+            if not s.model.started:
+                await s.model.start()
+                self._owned_model = s.model
+            return ModelSettings(name=s.model.model_name, base_url=s.model.base_url)
+        if s.base_url is not None:
+            if not s.model:
+                raise AntigravityError("model(name, base_url=...) needs a model name")
+            return ModelSettings(name=s.model, base_url=s.base_url)
+        key = s.api_key or os.environ.get("GEMINI_API_KEY")
+        if not key:
+            raise AntigravityError(
+                "no model configured: pass .model(ScriptedModel(...)), "
+                ".model(name, base_url=...) for an OpenAI-compatible endpoint, "
+                "or set GEMINI_API_KEY for Gemini"
+            )
+        return ModelSettings(name=s.model or DEFAULT_GEMINI_MODEL, api_key=key)
+
+    async def _wait(self, event: asyncio.Event, seconds: float, what: str) -> None:
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            if self._failure is not None:
+                raise self._failure from None
+            tail = self._conn.stderr_tail() if self._conn is not None else ""
+            raise HarnessConnectionError(
+                f"the harness did not {what} within {seconds}s", stderr_tail=tail
+            ) from None
+        if self._failure is not None and event is not self._session_ended:
+            raise self._failure
+
+    # -- turns --------------------------------------------------------------------------
+
+    async def chat(self, prompt: str) -> ChatResponse:
+        """Run one turn; raises TurnDeniedError when a pre_turn hook denies it."""
+        from .harness.protocol import TurnEnded
+
+        async with self._turn_lock:
+            async for item in self._turn(prompt):
+                if isinstance(item, TurnEnded):
+                    return self._finish(item)
+        raise AssertionError("unreachable: a turn always ends with TurnEnded")
+
+    async def stream(self, prompt: str) -> AsyncIterator[StreamChunk]:
+        """Run one turn, yielding text, thought and tool-call chunks as they arrive."""
+        from .harness.protocol import Chunk, TurnEnded
+
+        async with self._turn_lock:
+            async for item in self._turn(prompt):
+                if isinstance(item, Chunk):
+                    yield item.chunk
+                elif isinstance(item, TurnEnded):
+                    self._finish(item)
+
+    async def _turn(self, prompt: str) -> AsyncIterator[Effect]:
+        from .harness.protocol import HALT, TurnEnded
+
+        if not self._started or self._core is None or self._conn is None:
+            raise RuntimeError("start the agent first (async with agent: ...)")
+        if self._failure is not None:
+            raise self._failure
+        await self._wait(self._idle, _IDLE_TIMEOUT, "finish the previous turn")
+        assert self.hook_runner is not None
+        queue: asyncio.Queue[Effect | BaseException] = asyncio.Queue()
+        self._queue, self._denial = queue, None
+        self._idle.clear()
+        self.hook_runner.begin_turn(prompt)
+        finished = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._s.turn_timeout
+        try:
+            await self._conn.send(self._core.user_input(prompt))
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    raise TimeoutError(
+                        f"the turn did not finish within {self._s.turn_timeout}s (halted)"
+                    ) from None
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise item
+                finished = isinstance(item, TurnEnded)
+                yield item
+                if finished:
+                    return
+        finally:
+            self._queue = None
+            self.hook_runner.end_turn()
+            if not finished and self._failure is None and self._conn is not None:
+                # Abandoned (error, timeout, cancellation, consumer gone): stop the harness's
+                # turn; the reader marks the agent idle when the harness confirms.
+                self._spawn(self._send_quietly(HALT))
+
+    def _finish(self, ended: TurnEnded) -> ChatResponse:
+        if ended.cancelled and self._denial is not None:
+            raise TurnDeniedError(self._denial)
+        if ended.error:
+            raise AntigravityError(f"the turn failed: {ended.error}")
+        self.turn_count += 1
+        self.history.extend(ended.response.steps)
+        return ended.response
+
+    async def _trigger_send(self, text: str) -> None:
+        await self.chat(text)
+
+    # -- the reader and what it starts --------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        from .errors import ProtocolError
+
+        assert self._conn is not None and self._core is not None
+        conn, core = self._conn, self._core
+        try:
+            while True:
+                frame = await conn.recv()
+                for effect in core.receive(frame):
+                    self._handle(effect)
+        except asyncio.CancelledError:
+            raise
+        except ProtocolError as exc:
+            self._fail(exc)
+            self._spawn(conn.close())  # a peer we cannot understand is a peer we stop
+        except Exception as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failure = exc
+        if self._queue is not None:
+            self._queue.put_nowait(exc)
+        self._initialized.set()
+        self._session_ended.set()
+        self._idle.set()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _handle(self, effect: Effect) -> None:
+        from .harness import protocol as p
+
+        if isinstance(effect, p.HookCall):
+            self._spawn(self._answer_hook(effect))
+        elif isinstance(effect, (p.Chunk, p.TurnEnded)):
+            if isinstance(effect, p.TurnEnded):
+                self._idle.set()
+            if self._queue is not None:
+                self._queue.put_nowait(effect)
+        elif isinstance(effect, p.RunTool):
+            self._spawn(self._run_tool(effect))
+        elif isinstance(effect, p.AskUser):
+            self._spawn(self._ask_user(effect))
+        elif isinstance(effect, p.ConfirmTool):
+            self._spawn(self._confirm_tool(effect))
+        elif isinstance(effect, p.PolicyRequest):
+            self._spawn(self._policy_request(effect))
+        elif isinstance(effect, p.Initialized):
+            self.conversation_id = effect.conversation_id
+            self.history.extend(effect.history)
+            if self._tools is not None:
+                self._tools.context.conversation_id = effect.conversation_id
+            self._initialized.set()
+        elif isinstance(effect, p.SessionEnded):
+            self._session_ended.set()
+
+    async def _send_quietly(self, frame: dict[str, Any]) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            await conn.send(frame)
+        except Exception as exc:  # the reader reports a dead connection; nothing to add
+            logger.debug("could not send %s: %s", next(iter(frame)), exc)
+
+    async def _answer_hook(self, call: HookCall) -> None:
+        from .harness.protocol import failed_hook_reply, hook_reply
+
+        try:
+            outcome = await self._dispatch(call)
+            reply = hook_reply(call, outcome)
+        except asyncio.CancelledError:
+            await self._send_quietly(failed_hook_reply(call, "hook dispatch was cancelled"))
+            raise
+        except Exception as exc:
+            logger.error("dispatching %s failed (answering fail-closed): %s", call.event, exc)
+            reply = failed_hook_reply(call, f"hook dispatch failed: {exc}")
+        await self._send_quietly(reply)
+
+    async def _dispatch(self, call: HookCall) -> Any:
+        runner = self.hook_runner
+        assert runner is not None and self._core is not None
+        event = call.event
+        if event == "pre_tool_call":
+            return await runner.dispatch_pre_tool_call(call.arg)
+        if event == "post_tool_call":
+            return await runner.dispatch_post_tool_call(call.arg)
+        if event == "on_tool_error":
+            return await runner.dispatch_on_tool_error(call.arg)
+        if event == "pre_turn":
+            result = await runner.dispatch_pre_turn()
+            if not result.allow:
+                self._denial = result
+            return result
+        if event == "post_turn":
+            return await runner.dispatch_post_turn(self._core.response())
+        if event == "on_compaction":
+            return await runner.dispatch_on_compaction(call.arg)
+        if event == "on_session_end":
+            if not self._session_end_dispatched:
+                self._session_end_dispatched = True
+                await runner.dispatch_session_end()
+            return None
+        return None
+
+    async def _run_tool(self, effect: Any) -> None:
+        from .harness.protocol import tool_reply
+        from .types import ToolResult
+
+        assert self._tools is not None
+        try:
+            result = await self._tools.run(effect.call)
+        except asyncio.CancelledError:
+            result = ToolResult(name=effect.call.name, id=effect.call.id, error="cancelled")
+            await self._send_quietly(tool_reply(effect.call, result))
+            raise
+        await self._send_quietly(tool_reply(effect.call, result))
+
+    async def _ask_user(self, effect: Any) -> None:
+        from .harness.protocol import question_reply
+
+        assert self.hook_runner is not None
+        try:
+            answer = await self.hook_runner.dispatch_interaction(effect.questions)
+        except asyncio.CancelledError:
+            await self._send_quietly(question_reply(effect, None))
+            raise
+        await self._send_quietly(question_reply(effect, answer))
+
+    async def _confirm_tool(self, effect: Any) -> None:
+        from .harness.protocol import confirmation_reply
+
+        assert self.hook_runner is not None
+        try:
+            result = await self.hook_runner.dispatch_pre_tool_call(effect.call)
+        except asyncio.CancelledError:
+            await self._send_quietly(confirmation_reply(effect, False))
+            raise
+        await self._send_quietly(confirmation_reply(effect, result.allow))
+
+    async def _policy_request(self, effect: Any) -> None:
+        from .harness.protocol import policy_reply
+
+        assert self.hook_runner is not None
+        try:
+            result = await self.hook_runner.dispatch_pre_tool_call(effect.call)
+        except asyncio.CancelledError:
+            await self._send_quietly(policy_reply(effect, HookResult(allow=False)))
+            raise
+        await self._send_quietly(policy_reply(effect, result))

@@ -1,0 +1,1 @@
+"""The connection to the `localharness` binary: wire format, discovery, process and socket."""

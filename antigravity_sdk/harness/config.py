@@ -1,0 +1,169 @@
+"""Build the harness's `HarnessConfig` from the agent's settings (pure, no I/O).
+
+The generated betterproto2 classes carry the schema, so a misspelt field fails here, in
+Python, rather than silently at the harness — which drops any frame with an unknown
+field and never answers it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ..types import BuiltinTool, CapabilitiesConfig, McpHttpServer, McpServer, McpStdioServer
+from . import wire
+from .protocol import HOOK_EVENTS
+
+pb = wire.pb
+
+__all__ = ["DEFAULT_GEMINI_MODEL", "ModelSettings", "harness_config"]
+
+DEFAULT_GEMINI_MODEL: Final = "gemini-3.8-flash"
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which model the harness calls: a Gemini API model, or an OpenAI-compatible endpoint."""
+
+    name: str
+    base_url: str | None = None  # OpenAI-compatible /v1 endpoint (Ollama, vLLM, ScriptedModel)
+    api_key: str | None = None  # Gemini API key
+
+    def to_proto(self) -> Any:
+        if self.base_url is not None:
+            return pb.ModelConfig(
+                name=self.name,
+                types=[pb.ModelType.TEXT],
+                gemma_endpoint=pb.GemmaEndpoint(base_url=self.base_url),
+            )
+        return pb.ModelConfig(
+            name=self.name,
+            types=[pb.ModelType.TEXT],
+            gemini_api_endpoint=pb.GeminiApiEndpoint(api_key=self.api_key or ""),
+        )
+
+
+def _side_tools(capabilities: CapabilitiesConfig) -> Any:
+    on = capabilities.enabled_tools
+
+    def enabled(tool: BuiltinTool) -> bool:
+        return tool in on
+
+    return pb.HarnessSideTools(
+        run_command=pb.RunCommandToolConfig(
+            enabled=enabled(BuiltinTool.RUN_COMMAND),
+            max_timeout_ms=capabilities.run_command_timeout_ms or 0,
+        ),
+        view_file=pb.ViewFileToolConfig(enabled=enabled(BuiltinTool.VIEW_FILE)),
+        write_to_file=pb.WriteToFileToolConfig(enabled=enabled(BuiltinTool.WRITE_TO_FILE)),
+        file_edit=pb.FileEditToolConfig(enabled=enabled(BuiltinTool.EDIT_FILE)),
+        list_dir=pb.ListDirToolConfig(enabled=enabled(BuiltinTool.LIST_DIR)),
+        grep_search=pb.GrepSearchToolConfig(enabled=enabled(BuiltinTool.GREP_SEARCH)),
+        find=pb.FindToolConfig(enabled=enabled(BuiltinTool.FIND)),
+        user_questions=pb.UserQuestionsConfig(enabled=enabled(BuiltinTool.ASK_QUESTION)),
+        subagents=pb.SubagentsConfig(
+            enabled=enabled(BuiltinTool.SUBAGENTS),
+            max_nesting_depth=capabilities.max_subagent_depth or 0,
+        ),
+        search_web=pb.SearchWebToolConfig(enabled=enabled(BuiltinTool.SEARCH_WEB)),
+        read_url_content=pb.ReadUrlContentToolConfig(enabled=enabled(BuiltinTool.READ_URL_CONTENT)),
+        generate_image=pb.GenerateImageToolConfig(enabled=enabled(BuiltinTool.GENERATE_IMAGE)),
+        manage_task=pb.ManageTaskToolConfig(enabled=enabled(BuiltinTool.MANAGE_TASK)),
+        schedule=pb.ScheduleToolConfig(enabled=enabled(BuiltinTool.SCHEDULE)),
+        run_workflow=pb.RunWorkflowToolConfig(enabled=enabled(BuiltinTool.RUN_WORKFLOW)),
+    )
+
+
+def _mcp(server: McpServer) -> Any:
+    common: dict[str, Any] = {
+        "name": server.name,
+        "enabled_tools": list(server.enabled_tools or ()),
+        "disabled_tools": list(server.disabled_tools or ()),
+        "timeout_seconds": server.timeout_seconds or 0,
+    }
+    if isinstance(server, McpStdioServer):
+        return pb.McpServerConfig(
+            stdio=pb.McpStdioTransport(
+                command=server.command,
+                args=list(server.args),
+                env=dict(server.env),
+            ),
+            **common,
+        )
+    assert isinstance(server, McpHttpServer)
+    return pb.McpServerConfig(
+        http=pb.McpHttpTransport(
+            url=server.url,
+            headers=dict(server.headers),
+        ),
+        **common,
+    )
+
+
+def harness_config(
+    *,
+    model: ModelSettings,
+    workspaces: Sequence[Path],
+    app_data_dir: Path,
+    capabilities: CapabilitiesConfig,
+    hook_events: Iterable[str],
+    system_instructions: str = "",
+    tools: Sequence[tuple[str, str, str]] = (),
+    mcp_servers: Sequence[McpServer] = (),
+) -> dict[str, Any]:
+    """The `InitializeConversationEvent` to send, as a canonical-JSON dict.
+
+    `hook_events` are the Hook method names some registered hook overrides; the harness
+    is asked to call back for exactly those (session start is dispatched by the SDK
+    itself, when the session is up, because the harness only raises it lazily).
+    """
+    enabled = sorted(
+        {HOOK_EVENTS[e] for e in hook_events if e in HOOK_EVENTS},
+        key=lambda name: pb.LifecycleHook[name.removeprefix("LIFECYCLE_HOOK_")].value,
+    )
+    config = pb.HarnessConfig(
+        models=[model.to_proto()],
+        workspaces=[
+            pb.Workspace(filesystem_workspace=pb.FilesystemWorkspace(directory=str(w)))
+            for w in workspaces
+        ],
+        app_data_dir=str(app_data_dir),
+        harness_side_tools=_side_tools(capabilities),
+        enabled_hooks=[pb.LifecycleHook[name.removeprefix("LIFECYCLE_HOOK_")] for name in enabled],
+        tools=[
+            pb.Tool(name=name, description=description, parameters_json_schema=schema)
+            for name, description, schema in tools
+        ],
+        mcp_servers=[_mcp(s) for s in mcp_servers],
+    )
+    if system_instructions:
+        config.system_instructions = pb.SystemInstructions(
+            appended=pb.AppendedSystemInstructions(
+                appended_sections=[
+                    pb.AppendedSystemInstructionsSection(
+                        title="Instructions", content=system_instructions
+                    )
+                ]
+            )
+        )
+    if BuiltinTool.ASK_QUESTION in capabilities.enabled_tools:
+        # The harness only forwards questions to the client in interactive mode.
+        config.agent_behavior = pb.AgentBehavior.INTERACTIVE
+    if capabilities.max_model_calls or capabilities.max_tool_calls:
+        config.budget_config = pb.BudgetConfig(
+            max_model_calls=capabilities.max_model_calls or 0,
+            max_tool_calls=capabilities.max_tool_calls or 0,
+        )
+    if capabilities.compaction_token_threshold:
+        config.compaction_config = pb.CompactionConfig(
+            token_threshold=capabilities.compaction_token_threshold
+        )
+    return {"config": wire.message_to_dict(config)}
+
+
+def dumps(frame: dict[str, Any]) -> str:
+    """Compact JSON, as sent on the socket (handy for logging a config)."""
+    return json.dumps(frame, separators=(",", ":"))

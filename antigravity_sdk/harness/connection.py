@@ -1,0 +1,306 @@
+"""How frames reach a harness: spawn a local one, or connect to one already running.
+
+Both connections expose the same small surface to the agent — `open()`, `send()`,
+`recv()`, `close()`, `stderr_tail()` — and hold no protocol state: that lives in the
+sans-I/O `SessionCore`. Every wait here is bounded, and a spawned harness never outlives
+its connection: on close it gets stdin EOF (it exits within milliseconds), then
+SIGTERM, then SIGKILL; a finalizer kills it if the connection is garbage-collected open,
+and because the harness exits when its stdin closes, it also dies with this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import platform
+import signal
+import sys
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import HarnessConnectionError, ProtocolError
+from . import wire
+from .install import find_harness
+from .protocol import decode_frame
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
+
+__all__ = ["Connection", "LocalConnection", "RemoteConnection"]
+
+_STDERR_LINES = 100
+
+
+class Connection(Protocol):
+    """What the agent needs from a way of reaching a harness."""
+
+    async def open(self, *, storage_dir: Path, home: Path) -> None: ...
+    async def send(self, frame: dict[str, Any]) -> None: ...
+    async def recv(self) -> dict[str, Any]: ...
+    async def close(self) -> None: ...
+    def stderr_tail(self) -> str: ...
+
+
+class _WebSocketLink:
+    """The JSON-over-WebSocket half, shared by local and remote connections."""
+
+    def __init__(self) -> None:
+        self._ws: ClientConnection | None = None
+
+    async def _connect(self, hosts: tuple[str, ...], port: int, api_key: str) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake
+
+        last: BaseException | None = None
+        for attempt in range(6):
+            for host in hosts:
+                try:
+                    self._ws = await asyncio.wait_for(
+                        connect(
+                            f"ws://{host}:{port}/",
+                            additional_headers={"x-goog-api-key": api_key},
+                            max_size=None,
+                            ping_interval=None,
+                            compression=None,
+                            open_timeout=5,
+                        ),
+                        timeout=6,
+                    )
+                    return
+                except (OSError, InvalidHandshake, TimeoutError) as exc:
+                    last = exc
+            await asyncio.sleep(0.05 * (2**attempt))
+        raise HarnessConnectionError(
+            f"cannot open the harness WebSocket on port {port}: {last}",
+            stderr_tail=self.stderr_tail(),
+        )
+
+    def stderr_tail(self) -> str:
+        return ""
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        if self._ws is None:
+            raise HarnessConnectionError("the harness connection is not open")
+        try:
+            await self._ws.send(json.dumps(frame, separators=(",", ":")))
+        except ConnectionClosed as exc:
+            raise await self._closed_error(exc) from None
+
+    async def recv(self) -> dict[str, Any]:
+        """The next frame; HarnessConnectionError when the harness goes away."""
+        from websockets.exceptions import ConnectionClosed
+
+        if self._ws is None:
+            raise HarnessConnectionError("the harness connection is not open")
+        try:
+            text = await self._ws.recv()
+        except ConnectionClosed as exc:
+            raise await self._closed_error(exc) from None
+        if isinstance(text, bytes):
+            raise ProtocolError("the harness sent a binary WebSocket frame")
+        return decode_frame(text)
+
+    async def _closed_error(self, exc: BaseException) -> HarnessConnectionError:
+        return HarnessConnectionError(
+            f"the harness closed the connection ({exc})", stderr_tail=self.stderr_tail()
+        )
+
+    async def _close_socket(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), timeout=1.0)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+class LocalConnection(_WebSocketLink):
+    """Spawns `localharness` and talks to it over its loopback WebSocket."""
+
+    def __init__(
+        self,
+        harness_path: str | os.PathLike[str] | None = None,
+        *,
+        startup_timeout: float = 30.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self._explicit_path = harness_path
+        self._startup_timeout = startup_timeout
+        self._extra_env = dict(env or {})
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The harness process id while it runs (for diagnostics and tests)."""
+        return self._proc.pid if self._proc is not None else None
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    async def open(self, *, storage_dir: Path, home: Path) -> None:
+        path = find_harness(self._explicit_path)
+        for directory in (storage_dir, home):
+            os.makedirs(directory, exist_ok=True)
+        env = {**os.environ, "HOME": str(home), **self._extra_env}
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                str(path),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                start_new_session=True,  # a Ctrl-C for the user's program is ours to handle
+            )
+        except OSError as exc:
+            raise HarnessConnectionError(f"cannot start the harness {path}: {exc}") from exc
+        self._finalizer = weakref.finalize(self, _kill, self._proc.pid)
+        assert self._proc.stderr is not None
+        self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc.stderr))
+        try:
+            port, api_key = await asyncio.wait_for(
+                self._handshake(storage_dir), timeout=self._startup_timeout
+            )
+            await self._connect(("localhost", "127.0.0.1"), port, api_key)
+        except TimeoutError:
+            await self.close()
+            raise HarnessConnectionError(
+                f"the harness did not complete its handshake in {self._startup_timeout}s",
+                stderr_tail=self.stderr_tail(),
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _handshake(self, storage_dir: Path) -> tuple[int, str]:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        from .. import __version__
+
+        config = wire.pb.InputConfig(
+            storage_directory=str(storage_dir),
+            client_info=wire.pb.ClientInfo(
+                language="python",
+                version=__version__,
+                language_version=platform.python_version(),
+                os=sys.platform,
+                os_version=platform.release(),
+            ),
+        )
+        try:
+            proc.stdin.write(wire.encode_frame(config))
+            await proc.stdin.drain()
+            header = await proc.stdout.readexactly(4)
+            size = int.from_bytes(header, "little")
+            if size > wire.MAX_HANDSHAKE_FRAME:
+                raise ProtocolError(f"handshake frame of {size} bytes is not an OutputConfig")
+            body = await proc.stdout.readexactly(size)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            await self._wait_stderr()
+            raise HarnessConnectionError(
+                f"the harness exited during the handshake ({exc})",
+                stderr_tail=self.stderr_tail(),
+            ) from None
+        output, _ = wire.decode_length_prefixed(header + body, wire.pb.OutputConfig)
+        assert output is not None  # the whole frame was read above
+        if not output.port or not output.api_key:
+            raise ProtocolError(f"incomplete OutputConfig from the harness: port={output.port}")
+        return output.port, output.api_key
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        # An undrained pipe blocks the harness; the tail explains a crash.
+        while True:
+            try:
+                line = await stream.readline()
+            except (ValueError, OSError):  # an over-long line, or the pipe went away
+                continue
+            if not line:
+                return
+            self._stderr.append(line.decode("utf-8", "replace").rstrip())
+
+    async def _wait_stderr(self) -> None:
+        if self._stderr_task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), timeout=0.5)
+
+    async def _closed_error(self, exc: BaseException) -> HarnessConnectionError:
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), timeout=0.3)
+        await self._wait_stderr()
+        status = ""
+        if proc is not None and proc.returncode is not None:
+            status = f"; harness exited with status {proc.returncode}"
+        return HarnessConnectionError(
+            f"the harness closed the connection ({exc}){status}", stderr_tail=self.stderr_tail()
+        )
+
+    async def close(self) -> None:
+        """Close the socket and end the process: stdin EOF, then SIGTERM, then SIGKILL."""
+        await self._close_socket()
+        proc, self._proc = self._proc, None
+        try:
+            if proc is not None and proc.returncode is None:
+                if proc.stdin is not None:
+                    with contextlib.suppress(Exception):
+                        proc.stdin.close()
+                for step in (proc.terminate, proc.kill):
+                    try:
+                        await asyncio.wait_for(proc.wait(), timeout=1.0)
+                        break
+                    except TimeoutError:
+                        with contextlib.suppress(ProcessLookupError):
+                            step()
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(proc.wait(), timeout=1.0)
+        finally:
+            if proc is not None and proc.returncode is None:
+                _kill(proc.pid)
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            await self._wait_stderr()
+            if self._stderr_task is not None:
+                self._stderr_task.cancel()
+
+
+class RemoteConnection(_WebSocketLink):
+    """Connects to a harness that is already running (started by something else).
+
+    Defaults come from `ANTIGRAVITY_HARNESS_HOST`, `ANTIGRAVITY_HARNESS_PORT` and
+    `ANTIGRAVITY_API_KEY`.
+    """
+
+    def __init__(
+        self, host: str | None = None, port: int | None = None, api_key: str | None = None
+    ) -> None:
+        super().__init__()
+        self.host = host or os.environ.get("ANTIGRAVITY_HARNESS_HOST", "127.0.0.1")
+        raw_port = port if port is not None else os.environ.get("ANTIGRAVITY_HARNESS_PORT")
+        if raw_port is None:
+            raise ValueError("RemoteConnection needs a port (or ANTIGRAVITY_HARNESS_PORT)")
+        self.port = int(raw_port)
+        key = api_key if api_key is not None else os.environ.get("ANTIGRAVITY_API_KEY")
+        if not key:
+            raise ValueError("RemoteConnection needs an api_key (or ANTIGRAVITY_API_KEY)")
+        self.api_key = key
+
+    async def open(self, *, storage_dir: Path, home: Path) -> None:
+        del storage_dir, home  # the remote harness was configured by whoever started it
+        await self._connect((self.host,), self.port, self.api_key)
+
+    async def close(self) -> None:
+        await self._close_socket()

@@ -1,0 +1,371 @@
+"""Finding and installing the `localharness` binary.
+
+The harness ships inside the `google-antigravity` wheels on PyPI
+(`google/antigravity/bin/localharness`). The SDK is tested against exactly one version,
+`HARNESS_VERSION`, recorded here and nowhere else.
+
+Discovery order (`find_harness`):
+
+1. the explicit path given by the caller;
+2. `$ANTIGRAVITY_HARNESS_PATH`;
+3. the SDK's cache, where `antigravity harness install` puts it:
+   `<cache>/harness/<HARNESS_VERSION>/localharness`, with `<cache>` =
+   `$ANTIGRAVITY_CACHE_DIR`, else `$XDG_CACHE_HOME/antigravity-sdk`, else
+   `~/.cache/antigravity-sdk`;
+4. an installed `google-antigravity` distribution (located without importing it);
+5. `localharness` on `PATH`.
+
+An explicit path or `$ANTIGRAVITY_HARNESS_PATH` naming a missing or non-executable file
+is an error naming that path, never a fall-through to another binary. Candidates 3-5
+are skipped when absent or not executable.
+
+The binary has no `--version` flag (0.1.22 reads its stdin for the handshake whatever
+the arguments), so `harness_version` infers the version from where the binary lives
+(cache layout or distribution metadata) or, on request, from its SHA-256.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import csv
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import HarnessNotFoundError
+
+__all__ = [
+    "BINARY_NAME",
+    "DISTRIBUTION",
+    "ENV_CACHE_DIR",
+    "ENV_HARNESS_PATH",
+    "HARNESS_VERSION",
+    "HarnessInstallError",
+    "HarnessLocation",
+    "cached_harness_path",
+    "default_cache_dir",
+    "find_harness",
+    "harness_version",
+    "install_harness",
+    "locate_harness",
+]
+
+#: The harness version this SDK speaks to and is tested with.
+HARNESS_VERSION = "0.1.22"
+
+DISTRIBUTION = "google-antigravity"
+BINARY_NAME = "localharness"
+ENV_HARNESS_PATH = "ANTIGRAVITY_HARNESS_PATH"
+ENV_CACHE_DIR = "ANTIGRAVITY_CACHE_DIR"
+_PACKAGE = "google.antigravity"
+_WHEEL_MEMBER = "google/antigravity/bin/localharness"
+
+#: SHA-256 of the Linux x86-64 binary per release (from the wheel's RECORD).
+_KNOWN_SHA256 = {
+    "ZalqKhHJFp8_HMmi2nFxgRKjWgqL5D5_KGYz1I7l7NM": "0.1.22",
+}
+
+_VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
+_PIP_TIMEOUT = 600.0
+
+Source = Literal["explicit", "env", "cache", "distribution", "path"]
+
+
+class HarnessInstallError(HarnessNotFoundError):
+    """`install_harness` could not download or extract the harness."""
+
+
+@dataclass(frozen=True)
+class HarnessLocation:
+    """Where `locate_harness` found the binary, and by which rule."""
+
+    path: Path
+    source: Source
+    version: str | None  # when known without running or hashing the binary
+
+
+def default_cache_dir() -> Path:
+    """The SDK's cache root (not created): $ANTIGRAVITY_CACHE_DIR, $XDG_CACHE_HOME/..., ~/..."""
+    explicit = os.environ.get(ENV_CACHE_DIR)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "antigravity-sdk"
+
+
+def cached_harness_path(
+    version: str = HARNESS_VERSION, cache_dir: str | os.PathLike[str] | None = None
+) -> Path:
+    """Where `install_harness` puts (or put) `version` of the binary."""
+    _check_version(version)
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return root / "harness" / version / BINARY_NAME
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _check_version(version: str) -> None:
+    if not _VERSION_RE.match(version):
+        raise ValueError(f"not a version number: {version!r}")
+
+
+def _install_hint() -> str:
+    return (
+        "Install it with one of:\n"
+        f"  antigravity harness install        "
+        f"(downloads {DISTRIBUTION}=={HARNESS_VERSION} into {cached_harness_path().parent})\n"
+        f"  pip install {DISTRIBUTION}=={HARNESS_VERSION}\n"
+        f"or set {ENV_HARNESS_PATH} to the path of a localharness binary."
+    )
+
+
+def _must_be_executable(path: Path, what: str) -> Path:
+    if not path.exists():
+        problem = "does not exist"
+    elif not path.is_file():
+        problem = "is not a file"
+    elif not os.access(path, os.X_OK):
+        problem = f"is not executable (chmod +x {path})"
+    else:
+        return path
+    raise HarnessNotFoundError(f"The harness binary {what} {path} {problem}.\n{_install_hint()}")
+
+
+def _distribution_binary() -> Path | None:
+    """`google/antigravity/bin/localharness` of an installed google-antigravity, unimported."""
+    try:
+        spec = importlib.util.find_spec(_PACKAGE)  # imports the `google` namespace only
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for location in spec.submodule_search_locations or ():
+        candidate = Path(location) / "bin" / BINARY_NAME
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _distribution_version(path: Path) -> str | None:
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        located = Path(str(dist.locate_file(_WHEEL_MEMBER))).resolve()
+    except OSError:  # pragma: no cover - defensive
+        return None
+    return dist.version if located == path.resolve() else None
+
+
+def locate_harness(explicit: str | os.PathLike[str] | None = None) -> HarnessLocation:
+    """Like `find_harness`, also telling which rule matched and the version if known."""
+    if explicit is not None and os.fspath(explicit) != "":
+        path = _must_be_executable(Path(explicit).expanduser(), "given explicitly,")
+        return HarnessLocation(path, "explicit", harness_version(path))
+    from_env = os.environ.get(ENV_HARNESS_PATH)
+    if from_env:
+        path = _must_be_executable(Path(from_env).expanduser(), f"named by ${ENV_HARNESS_PATH},")
+        return HarnessLocation(path, "env", harness_version(path))
+
+    searched: list[str] = []
+    cached = cached_harness_path()
+    searched.append(f"{cached} (SDK cache)")
+    if _is_executable(cached):
+        return HarnessLocation(cached, "cache", HARNESS_VERSION)
+
+    dist_bin = _distribution_binary()
+    searched.append(
+        f"{dist_bin} (installed {DISTRIBUTION})"
+        if dist_bin is not None
+        else f"an installed {DISTRIBUTION} (none)"
+    )
+    if dist_bin is not None and _is_executable(dist_bin):
+        return HarnessLocation(dist_bin, "distribution", _distribution_version(dist_bin))
+
+    on_path = shutil.which(BINARY_NAME)
+    searched.append(f"{BINARY_NAME} on PATH ({on_path or 'none'})")
+    if on_path is not None:
+        path = Path(on_path)
+        return HarnessLocation(path, "path", harness_version(path))
+
+    raise HarnessNotFoundError(
+        f"The Antigravity harness binary ({BINARY_NAME}) was not found.\n"
+        f"{_install_hint()}\n"
+        f"${ENV_HARNESS_PATH} is not set. Searched:\n" + "\n".join(f"  {s}" for s in searched)
+    )
+
+
+def find_harness(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The `localharness` to run, by the discovery order in the module docstring.
+
+    Raises `HarnessNotFoundError` (whose message says how to install the harness) when
+    none is found, or when `explicit` / `$ANTIGRAVITY_HARNESS_PATH` names a missing or
+    non-executable file.
+    """
+    return locate_harness(explicit).path
+
+
+def harness_version(path: str | os.PathLike[str], *, by_hash: bool = False) -> str | None:
+    """The version of the harness binary at `path`, or None if it cannot be told.
+
+    Known from the SDK cache layout (`harness/<version>/localharness`) or from the
+    metadata of the `google-antigravity` distribution the binary belongs to. With
+    `by_hash=True`, also recognises known releases by SHA-256 (reads the whole ~128 MB
+    file). The binary itself has no version flag.
+    """
+    p = Path(path)
+    parent = p.parent
+    if p.name == BINARY_NAME and parent.parent.name == "harness" and _VERSION_RE.match(parent.name):
+        return parent.name
+    version = _distribution_version(p) if p.exists() else None
+    if version is None and by_hash and p.is_file():
+        digest = hashlib.sha256()
+        with p.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        version = _KNOWN_SHA256.get(_record_digest(digest.digest()))
+    return version
+
+
+def _record_digest(digest: bytes) -> str:
+    """A digest as wheel RECORD files write it: urlsafe base64, no padding."""
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+# --------------------------------------------------------------------------- install
+
+
+def install_harness(
+    version: str = HARNESS_VERSION,
+    cache_dir: str | os.PathLike[str] | None = None,
+    *,
+    wheel: str | os.PathLike[str] | None = None,
+    force: bool = False,
+    timeout: float = _PIP_TIMEOUT,
+) -> Path:
+    """Install the harness binary into the SDK cache and return its path.
+
+    Downloads the `google-antigravity==<version>` wheel for this platform with pip
+    (`--no-deps --only-binary=:all:`, bounded by `timeout` seconds) or uses the local
+    `wheel` given, extracts only `google/antigravity/bin/localharness` (checked against
+    the wheel's RECORD hash), and moves it into place atomically with mode 0755.
+    Idempotent: an installed binary is returned at once unless `force`.
+    Raises `HarnessInstallError` (a `HarnessNotFoundError`) on failure.
+    """
+    target = cached_harness_path(version, cache_dir)
+    if not force and _is_executable(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if wheel is not None:
+        _extract_binary(Path(wheel), target)
+        return target
+    with tempfile.TemporaryDirectory(prefix="antigravity-harness-") as tmp:
+        downloaded = _download_wheel(version, Path(tmp), timeout)
+        _extract_binary(downloaded, target)
+    return target
+
+
+def _download_wheel(version: str, dest: Path, timeout: float) -> Path:
+    """`pip download` the wheel of `version` for this platform into `dest`."""
+    requirement = f"{DISTRIBUTION}=={version}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        requirement,
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        "-d",
+        str(dest),
+    ]
+    try:
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired:
+        raise HarnessInstallError(
+            f"Downloading {requirement} timed out after {timeout:.0f}s.\n"
+            f"Retry, or download the wheel yourself and run: "
+            f"antigravity harness install --wheel FILE"
+        ) from None
+    except OSError as err:
+        raise HarnessInstallError(f"Could not run pip ({sys.executable}): {err}") from None
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise HarnessInstallError(
+            f"pip download {requirement} failed (exit {result.returncode}).\n"
+            f"The harness wheels are published for Linux x86-64.\n"
+            f"--- pip output (last lines) ---\n{tail}"
+        )
+    wheels = sorted(dest.glob("*.whl"))
+    if len(wheels) != 1:
+        found = ", ".join(w.name for w in wheels) or "nothing"
+        raise HarnessInstallError(f"pip download {requirement} produced {found}, not one wheel")
+    return wheels[0]
+
+
+def _expected_digest(archive: zipfile.ZipFile) -> str | None:
+    """The sha256 RECORD lists for the binary, if the wheel has a RECORD."""
+    records = [n for n in archive.namelist() if n.endswith(".dist-info/RECORD")]
+    if len(records) != 1:
+        return None
+    with archive.open(records[0]) as raw:
+        for row in csv.reader(io.TextIOWrapper(raw, encoding="utf-8")):
+            if len(row) >= 2 and row[0] == _WHEEL_MEMBER and row[1].startswith("sha256="):
+                return row[1][len("sha256=") :]
+    return None
+
+
+def _extract_binary(wheel: Path, target: Path) -> None:
+    """Stream `_WHEEL_MEMBER` out of `wheel` into `target`, atomically, mode 0755."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            try:
+                info = archive.getinfo(_WHEEL_MEMBER)
+            except KeyError:
+                raise HarnessInstallError(
+                    f"{wheel.name} does not contain {_WHEEL_MEMBER} "
+                    f"(not a {DISTRIBUTION} wheel for this platform?)"
+                ) from None
+            expected = _expected_digest(archive)
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{BINARY_NAME}-", dir=target.parent)
+            tmp = Path(tmp_name)
+            try:
+                digest = hashlib.sha256()
+                with os.fdopen(fd, "wb") as out, archive.open(info) as src:
+                    for chunk in iter(lambda: src.read(1 << 20), b""):
+                        digest.update(chunk)
+                        out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+                if expected is not None and _record_digest(digest.digest()) != expected:
+                    raise HarnessInstallError(
+                        f"{_WHEEL_MEMBER} in {wheel.name} does not match the wheel's RECORD hash"
+                    )
+                os.chmod(tmp, 0o755)
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise
+    except (OSError, zipfile.BadZipFile) as err:
+        raise HarnessInstallError(f"Could not extract the harness from {wheel}: {err}") from None

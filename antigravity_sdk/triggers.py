@@ -1,0 +1,215 @@
+"""Triggers: background jobs that push messages into a running agent.
+
+A `Trigger` is anything with ``async run(ctx)``; it runs as its own asyncio task for as
+long as the agent runs and calls ``await ctx.send(text)`` whenever it wants the agent to
+hear something (a timer fired, a file changed, a queue delivered).
+
+`TriggerRunner` owns those tasks. A trigger that raises is logged on
+`antigravity_sdk.triggers` and is not restarted: a trigger that fails once would most
+likely fail again, and a restart loop would flood the agent and the log. Catch inside
+your trigger whatever it should survive. Returning from `run` simply ends the trigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Trigger", "TriggerContext", "TriggerRunner", "every"]
+
+logger = logging.getLogger("antigravity_sdk.triggers")
+
+SendFn = Callable[[str], Awaitable[None]]
+Callback = Callable[[], str | Awaitable[str | None] | None]
+
+
+class TriggerContext:
+    """What a trigger gets: a way to push a message into the agent."""
+
+    __slots__ = ("_send",)
+
+    def __init__(self, send: SendFn) -> None:
+        self._send = send
+
+    async def send(self, text: str) -> None:
+        """Push `text` into the agent as a user message."""
+        if not isinstance(text, str):
+            raise TypeError(f"a trigger can only send str, got {type(text).__name__}")
+        await self._send(text)
+
+
+@runtime_checkable
+class Trigger(Protocol):
+    """A background job; subclass it or just provide ``async run(ctx)``.
+
+    `run` is cancelled when the runner stops, so it may loop forever.
+    """
+
+    async def run(self, ctx: TriggerContext) -> None: ...
+
+
+class _Every:
+    """The trigger `every()` returns."""
+
+    def __init__(self, seconds: float, action: str | Callback) -> None:
+        self.seconds = seconds
+        self.action = action
+
+    async def run(self, ctx: TriggerContext) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time() + self.seconds
+        while True:
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            message = await self._message()
+            if message is not None:
+                await ctx.send(message)
+            # Fixed rate without drift; if a tick overran, skip the missed ones (no burst).
+            next_at += self.seconds
+            now = loop.time()
+            if next_at <= now:
+                next_at = now + self.seconds
+
+    async def _message(self) -> str | None:
+        if isinstance(self.action, str):
+            return self.action
+        if inspect.iscoroutinefunction(self.action):
+            result = await self.action()
+        else:
+            # A sync callback runs in a worker thread so it cannot stall the event loop.
+            result = await asyncio.to_thread(self.action)
+            if inspect.isawaitable(result):
+                result = await result
+        if result is not None and not isinstance(result, str):
+            raise TypeError(
+                f"every() callback {self.action!r} returned {type(result).__name__}; "
+                "expected str or None"
+            )
+        return result
+
+    def __repr__(self) -> str:
+        return f"every({self.seconds!r}, {self.action!r})"
+
+
+def every(seconds: float, callback_or_message: str | Callback) -> Trigger:
+    """A trigger that fires every `seconds`, the first time `seconds` after start.
+
+    With a string it sends that message each time. With a callback (sync or async, no
+    arguments) it sends what the callback returns, or nothing when it returns None; a sync
+    callback runs in a worker thread. The schedule is fixed-rate: a slow tick does not
+    shift later ones, and ticks missed while busy are skipped rather than bunched up.
+    A callback that raises ends the trigger (see the module docs).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError(f"every(): seconds must be a number, got {seconds!r}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"every(): seconds must be positive and finite, got {seconds!r}")
+    if isinstance(callback_or_message, str):
+        if not callback_or_message:
+            raise ValueError("every(): the message must not be empty")
+    elif not callable(callback_or_message):
+        raise TypeError(f"every(): expected a message or a callable, got {callback_or_message!r}")
+    return _Every(float(seconds), callback_or_message)
+
+
+class TriggerRunner:
+    """Runs each trigger as its own task, from `start()` until `stop()`.
+
+    Usable as ``async with TriggerRunner(triggers, send=send):`` as well as through
+    `start(send)` / `stop()`.
+    """
+
+    def __init__(
+        self,
+        triggers: Iterable[Trigger] = (),
+        *,
+        send: SendFn | None = None,
+        stop_timeout: float = 5.0,
+    ) -> None:
+        self._triggers: list[Trigger] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ctx: TriggerContext | None = None
+        self._send = send
+        self.stop_timeout = stop_timeout
+        for t in triggers:
+            self.add(t)
+
+    @property
+    def triggers(self) -> tuple[Trigger, ...]:
+        return tuple(self._triggers)
+
+    @property
+    def running(self) -> bool:
+        """True between `start()` and `stop()`, even if every trigger has ended."""
+        return self._ctx is not None
+
+    def add(self, trigger: Trigger) -> None:
+        """Add a trigger; if the runner is already running, the trigger starts now."""
+        if not isinstance(trigger, Trigger):
+            raise TypeError(f"not a trigger (no async run(ctx) method): {trigger!r}")
+        self._triggers.append(trigger)
+        if self._ctx is not None:
+            self._spawn(trigger, self._ctx)
+
+    async def start(self, send: SendFn | None = None) -> None:
+        """Start one task per trigger; `send` delivers their messages to the agent."""
+        if self._ctx is not None:
+            raise RuntimeError("TriggerRunner is already running")
+        send = send if send is not None else self._send
+        if send is None:
+            raise TypeError("TriggerRunner.start() needs a send function")
+        self._ctx = TriggerContext(send)
+        for trigger in self._triggers:
+            self._spawn(trigger, self._ctx)
+
+    async def stop(self) -> None:
+        """Cancel every trigger task and wait for them, at most `stop_timeout` seconds.
+
+        A trigger that ignores cancellation past the timeout is logged and abandoned, so
+        shutting an agent down never hangs on a misbehaving trigger.
+        """
+        self._ctx = None
+        tasks, self._tasks = self._tasks, set()
+        if not tasks:
+            return
+        for task in tasks:
+            task.cancel()
+        _, pending = await asyncio.wait(tasks, timeout=self.stop_timeout)
+        for task in pending:
+            logger.warning(
+                "trigger task %s did not stop within %.1f s; abandoning it",
+                task.get_name(),
+                self.stop_timeout,
+            )
+
+    def _spawn(self, trigger: Trigger, ctx: TriggerContext) -> None:
+        task = asyncio.create_task(_run_trigger(trigger, ctx), name=f"trigger {trigger!r}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def __aenter__(self) -> TriggerRunner:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+async def _run_trigger(trigger: Trigger, ctx: TriggerContext) -> None:
+    try:
+        await trigger.run(ctx)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("trigger %r failed; it will not be restarted", trigger)
+    else:
+        logger.debug("trigger %r finished", trigger)

@@ -1,0 +1,235 @@
+"""Property tests: the indexed enforcer against a brute-force reference of the nine buckets."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from antigravity_sdk import ToolCall, policy
+from antigravity_sdk.policy import Decision, Policy
+
+TOOLS = ("a", "b", "c")
+SERVERS = ("s", "t")
+PREDICATES = ("none", "true", "false", "raise")
+HANDLERS = ("approve", "refuse", "raise")
+SCOPE = {"specific": 0, "server": 1, "global": 2}
+ORDER = {Decision.DENY: 0, Decision.ASK_USER: 1, Decision.APPROVE: 2}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A rule as data, so the reference can reason about it without running it."""
+
+    pattern: str
+    decision: Decision
+    predicate: str
+    handler: str
+    is_async: bool
+    kind: str  # what the predicate takes: "args" or "call"
+
+
+def make_predicate(outcome: str, is_async: bool, kind: str) -> Any:
+    def value() -> bool:
+        if outcome == "raise":
+            raise ValueError("predicate failure")
+        return outcome == "true"
+
+    if kind == "call":
+        if is_async:
+
+            async def on_call(call: ToolCall) -> bool:
+                assert isinstance(call, ToolCall)
+                return value()
+
+            return on_call
+
+        def on_call_sync(call: ToolCall) -> bool:
+            assert isinstance(call, ToolCall)
+            return value()
+
+        return on_call_sync
+    if is_async:
+
+        async def on_args(args: dict[str, Any]) -> bool:
+            assert isinstance(args, dict)
+            return value()
+
+        return on_args
+    return lambda args: value()
+
+
+def make_handler(outcome: str, is_async: bool) -> Any:
+    def answer(call: ToolCall) -> bool:
+        if outcome == "raise":
+            raise RuntimeError("handler failure")
+        return outcome == "approve"
+
+    if is_async:
+
+        async def handler(call: ToolCall) -> bool:
+            return answer(call)
+
+        return handler
+    return answer
+
+
+def build(spec: Spec) -> Policy:
+    predicate = (
+        None if spec.predicate == "none" else make_predicate(spec.predicate, spec.is_async, spec.kind)
+    )
+    handler = make_handler(spec.handler, spec.is_async) if spec.decision is Decision.ASK_USER else None
+    return Policy(spec.pattern, spec.decision, predicate=predicate, handler=handler)
+
+
+def scope_of(pattern: str) -> int:
+    if pattern == "*":
+        return 2
+    return 1 if pattern.endswith("/*") else 0
+
+
+def reference(specs: list[Spec], qualified: str) -> tuple[bool, int | None]:
+    """Brute force: for each bucket 0..8, scan every rule in order. (allowed, deciding index)."""
+    for bucket in range(9):
+        for i, spec in enumerate(specs):
+            if scope_of(spec.pattern) * 3 + ORDER[spec.decision] != bucket:
+                continue
+            pattern = spec.pattern
+            hits = (
+                pattern == "*"
+                or pattern == qualified
+                or (pattern.endswith("/*") and qualified.startswith(pattern[:-1]))
+            )
+            if not hits or spec.predicate == "false":
+                continue
+            if spec.predicate == "raise":
+                if spec.decision is Decision.APPROVE:
+                    continue
+                return False, i
+            if spec.decision is Decision.DENY:
+                return False, i
+            if spec.decision is Decision.APPROVE:
+                return True, i
+            return spec.handler == "approve", i
+    return True, None
+
+
+patterns = st.sampled_from(
+    [*TOOLS, *(f"{s}/{t}" for s in SERVERS for t in TOOLS), *(f"{s}/*" for s in SERVERS), "*"]
+)
+specs_strategy = st.builds(
+    Spec,
+    pattern=patterns,
+    decision=st.sampled_from(list(Decision)),
+    predicate=st.sampled_from(PREDICATES),
+    handler=st.sampled_from(HANDLERS),
+    is_async=st.booleans(),
+    kind=st.sampled_from(["args", "call"]),
+)
+rule_sets = st.lists(specs_strategy, max_size=12)
+calls = st.tuples(st.sampled_from(TOOLS), st.sampled_from((None, *SERVERS)))
+
+
+def to_call(call: tuple[str, str | None]) -> ToolCall:
+    return ToolCall(name=call[0], server_name=call[1], args={"k": "v"})
+
+
+def decide(policies: list[Policy], call: ToolCall) -> tuple[bool, Policy | None, bool]:
+    """(pre_tool_call allow, evaluate()'s deciding policy, evaluate allow)."""
+    enforcer = policy.enforce(policies, mcp_servers=list(SERVERS))
+
+    async def run() -> tuple[bool, Policy | None, bool]:
+        fast = await enforcer.pre_tool_call(call)
+        explained = await enforcer.evaluate(call)
+        return fast.allow, explained.policy, explained.allow
+
+    return asyncio.run(run())
+
+
+@settings(max_examples=400, deadline=None)
+@given(rule_sets, calls)
+def test_matches_brute_force_reference(specs: list[Spec], raw_call: tuple[str, str | None]) -> None:
+    policies = [build(s) for s in specs]
+    call = to_call(raw_call)
+    expected_allow, expected_index = reference(specs, call.qualified_name)
+    fast_allow, deciding, explained_allow = decide(policies, call)
+    assert fast_allow == expected_allow
+    assert explained_allow == expected_allow
+    if expected_index is None:
+        assert deciding is None
+    else:
+        assert deciding is policies[expected_index]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rule_sets, calls, st.randoms(use_true_random=False))
+def test_permuting_across_buckets_never_changes_a_decision(
+    specs: list[Spec], raw_call: tuple[str, str | None], rnd: random.Random
+) -> None:
+    """Any shuffle that keeps each bucket's internal order decides the same way."""
+    policies = [build(s) for s in specs]
+    call = to_call(raw_call)
+    bucket = [scope_of(s.pattern) * 3 + ORDER[s.decision] for s in specs]
+    by_bucket: dict[int, list[int]] = {}
+    for i, b in enumerate(bucket):
+        by_bucket.setdefault(b, []).append(i)
+    # Interleave the buckets randomly, each keeping its own order.
+    slots = [b for b, members in by_bucket.items() for _ in members]
+    rnd.shuffle(slots)
+    cursors = {b: iter(members) for b, members in by_bucket.items()}
+    order = [next(cursors[b]) for b in slots]
+    shuffled = [policies[i] for i in order]
+    original = decide(policies, call)
+    permuted = decide(shuffled, call)
+    assert permuted[0] == original[0]
+    assert permuted[1] is original[1]
+
+
+def test_order_inside_a_bucket_can_change_a_decision() -> None:
+    first = policy.deny("a", name="first")
+    second = policy.deny("a", name="second", reason="other")
+    call = ToolCall(name="a")
+    assert decide([first, second], call)[1] is first
+    assert decide([second, first], call)[1] is second
+    approve = policy.allow("a", when=lambda args: True)
+    refuse_all = policy.ask_user("*", lambda c: False)
+    assert decide([approve, refuse_all], call)[0] is True
+    # Same bucket, opposite outcomes: order decides.
+    ask_yes = policy.ask_user("a", lambda c: True)
+    ask_no = policy.ask_user("a", lambda c: False)
+    assert decide([ask_yes, ask_no], call)[0] is True
+    assert decide([ask_no, ask_yes], call)[0] is False
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule_sets, calls, st.data())
+def test_fail_safe_errors_are_never_more_permissive(
+    specs: list[Spec], raw_call: tuple[str, str | None], data: st.DataObject
+) -> None:
+    """Fail-safe: if a predicate (or handler) that raises lets a call through, then the
+    same call passes whether that predicate returns True or False (or the handler answers
+    either way): an error is never more permissive than any value it replaces."""
+    if not specs:
+        return
+    i = data.draw(st.integers(0, len(specs) - 1))
+    call = to_call(raw_call)
+
+    def with_rule(**changes: Any) -> bool:
+        changed = list(specs)
+        changed[i] = Spec(**{**specs[i].__dict__, **changes})
+        return decide([build(s) for s in changed], call)[0]
+
+    if with_rule(predicate="raise"):
+        assert with_rule(predicate="true") and with_rule(predicate="false")
+    if specs[i].decision is Decision.ASK_USER and with_rule(handler="raise"):
+        assert with_rule(handler="approve") and with_rule(handler="refuse")
+    # The reference agrees: raising equals "false" for APPROVE and denies otherwise.
+    raised = with_rule(predicate="raise")
+    assert raised == reference(
+        [*specs[:i], Spec(**{**specs[i].__dict__, "predicate": "raise"}), *specs[i + 1 :]],
+        call.qualified_name,
+    )[0]
