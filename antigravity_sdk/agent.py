@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
+import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +46,10 @@ logger = logging.getLogger("antigravity_sdk.agent")
 
 _SESSION_END_TIMEOUT = 2.0
 _IDLE_TIMEOUT = 10.0
+
+# Cleanups of agents that were garbage-collected while started (asyncio keeps only weak
+# references to tasks, so these hold them until they finish).
+_CLEANUPS: set[asyncio.Task[None]] = set()
 
 
 def _default_root() -> Path:
@@ -204,6 +210,7 @@ class Agent:
         self._triggers: TriggerRunner | None = None
         self._owned_model: ScriptedModel | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._turn_lock = asyncio.Lock()
         self._queue: asyncio.Queue[Effect | BaseException] | None = None
@@ -263,7 +270,19 @@ class Agent:
                 s.harness_path, startup_timeout=s.startup_timeout
             )
             await self._conn.open(storage_dir=save_dir, home=app_data / "home")
-            self._reader = asyncio.create_task(self._read_loop())
+            # The reader holds the agent only weakly, so an agent dropped without stop()
+            # can be collected; its finalizer then ends the harness (see `_abandon`).
+            self._reader = asyncio.create_task(
+                _read_loop(weakref.ref(self), self._conn, self._core)
+            )
+            self._finalizer = weakref.finalize(
+                self,
+                _abandon,
+                asyncio.get_running_loop(),
+                self._reader,
+                self._conn,
+                self._owned_model,
+            )
             await self._conn.send(
                 harness_config(
                     model=model,
@@ -308,6 +327,9 @@ class Agent:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         tasks = [t for t in (self._reader, *self._tasks) if t is not None and not t.done()]
         for task in tasks:
             task.cancel()
@@ -435,24 +457,6 @@ class Agent:
         await self.chat(text)
 
     # -- the reader and what it starts --------------------------------------------------
-
-    async def _read_loop(self) -> None:
-        from .errors import ProtocolError
-
-        assert self._conn is not None and self._core is not None
-        conn, core = self._conn, self._core
-        try:
-            while True:
-                frame = await conn.recv()
-                for effect in core.receive(frame):
-                    self._handle(effect)
-        except asyncio.CancelledError:
-            raise
-        except ProtocolError as exc:
-            self._fail(exc)
-            self._spawn(conn.close())  # a peer we cannot understand is a peer we stop
-        except Exception as exc:
-            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         self._failure = exc
@@ -588,3 +592,77 @@ class Agent:
             await self._send_quietly(policy_reply(effect, HookResult(allow=False)))
             raise
         await self._send_quietly(policy_reply(effect, result))
+
+
+# -- module-level so that nothing the event loop holds keeps an Agent alive ---------------
+
+
+async def _read_loop(agent_ref: weakref.ref[Agent], conn: Connection, core: SessionCore) -> None:
+    """Feed every frame to the core and its effects to the agent, until either goes away."""
+    from .errors import ProtocolError
+
+    try:
+        while True:
+            frame = await conn.recv()
+            if not _deliver(agent_ref, core, frame):
+                return  # the agent was collected; `_abandon` cleans up
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        agent = agent_ref()
+        if agent is None:
+            return
+        agent._fail(exc)
+        if isinstance(exc, ProtocolError):
+            agent._spawn(conn.close())  # a peer we cannot understand is a peer we stop
+
+
+def _deliver(agent_ref: weakref.ref[Agent], core: SessionCore, frame: dict[str, Any]) -> bool:
+    agent = agent_ref()  # a strong reference only while this frame is handled
+    if agent is None:
+        return False
+    for effect in core.receive(frame):
+        agent._handle(effect)
+    return True
+
+
+def _abandon(
+    loop: asyncio.AbstractEventLoop,
+    reader: asyncio.Task[None],
+    conn: Connection,
+    model: ScriptedModel | None,
+) -> None:
+    """Finalizer of an agent collected (or left at exit) while started: end its harness.
+
+    On a running loop the connection is closed properly (stdin EOF, then TERM, then KILL);
+    with no loop left to run that, a local harness is killed outright.
+    """
+    logger.warning("an Agent was garbage-collected without stop(); ending its harness")
+
+    def start_cleanup() -> None:
+        task = loop.create_task(_close_abandoned(reader, conn, model))
+        _CLEANUPS.add(task)
+        task.add_done_callback(_CLEANUPS.discard)
+
+    if loop.is_running():
+        try:
+            loop.call_soon_threadsafe(start_cleanup)
+            return
+        except RuntimeError:  # closed in the meantime
+            pass
+    pid = getattr(conn, "pid", None)
+    if isinstance(pid, int):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def _close_abandoned(
+    reader: asyncio.Task[None], conn: Connection, model: ScriptedModel | None
+) -> None:
+    reader.cancel()
+    await asyncio.wait([reader], timeout=1.0)
+    try:
+        await conn.close()
+    finally:
+        if model is not None:
+            await model.stop()

@@ -269,7 +269,6 @@ class HookRunner:
         entries = self._snapshot.pre_tool_call
         if not entries:
             return _ALLOWED
-        entries = _Live(self)
         # The operation context is built only if a hook asks for it (see context.py).
         token = _current.set([self._resolve_call, tool_call, self._turn or self.session, None])
         timeout = self._timeout
@@ -453,12 +452,3 @@ def _inspect_failed(name: str, event: str, exc: Exception) -> None:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-class _Live:
-    def __init__(self, runner):
-        self.r = runner
-    def __iter__(self):
-        i = 0
-        while i < len(self.r._snapshot.pre_tool_call):
-            yield self.r._snapshot.pre_tool_call[i]
-            i += 1

@@ -457,6 +457,7 @@ def workspace_only(
 # -- compilation --------------------------------------------------------------------------
 
 _SERVER = re.compile(r"[A-Za-z0-9_-]+")
+_DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 _BUCKETS: Final = (
     "specific deny",
     "specific ask",
@@ -517,9 +518,11 @@ def _predicate_kind(fn: Callable[..., Any]) -> tuple[int, type[BaseModel] | None
     if first.kind is first.VAR_POSITIONAL:
         return _ARGS, None
     annotation: Any = first.annotation
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
-    with contextlib.suppress(Exception):  # unresolvable string annotations: keep the raw one
-        annotation = typing.get_type_hints(target).get(first.name, annotation)
+    # Only a string naming a class can turn out to be ToolCall or a model; resolving is slow.
+    if isinstance(annotation, str) and _DOTTED.fullmatch(annotation):
+        target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
+        with contextlib.suppress(Exception):  # unresolvable: keep the raw string (args dict)
+            annotation = typing.get_type_hints(target).get(first.name, annotation)
     if isinstance(annotation, type) and issubclass(annotation, ToolCall):
         return _CALL, None
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -915,7 +918,7 @@ class PolicyEnforcer(Hook):
                     except Exception as exc:
                         failed = _predicate_failed(rule, tool_call, exc)
                         if failed is None:
-                            return HookResult.ALLOWED
+                            continue
                         return self._shadowed(rule, name, failed) if self._shadow else failed
                     if not value:
                         continue

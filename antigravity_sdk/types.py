@@ -81,7 +81,7 @@ class HookResult(_Model):
     def allowed(cls, msg: str = "") -> HookResult:
         """An allowing result; without a message it is one shared instance."""
         if not msg:
-            return HookResult.ALLOWED
+            return _ALLOWED  # a module global: class attribute lookups on models are slow
         return cls(allow=True, message=msg)
 
     @classmethod
@@ -90,7 +90,7 @@ class HookResult(_Model):
         return cls(allow=False, message=msg)
 
 
-HookResult.ALLOWED = HookResult()
+_ALLOWED = HookResult.ALLOWED = HookResult()
 
 
 class UsageMetadata(_Model):

@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from antigravity_sdk import HookRunner, McpHttpServer, McpStdioServer, PolicyError, ToolCall
-from antigravity_sdk import policy
+from antigravity_sdk import (
+    HookRunner,
+    McpHttpServer,
+    McpStdioServer,
+    PolicyError,
+    ToolCall,
+    policy,
+)
 from antigravity_sdk.policy import Decision, Policy, PolicyDecision, PolicyEnforcer
 
 DB = McpStdioServer(name="db", command="db-server")
@@ -46,6 +52,7 @@ def test_builders_make_frozen_policies() -> None:
 
 def test_when_and_with_name_return_copies() -> None:
     base = policy.allow("view_file")
+
     def pred(a: dict[str, Any]) -> bool:
         return True
 
@@ -228,7 +235,9 @@ async def test_predicate_kinds() -> None:
     assert seen[2] is call and seen[3] is call  # `from __future__ import annotations` here
 
 
-async def test_predicate_signature_inspected_once_at_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_predicate_signature_inspected_once_at_enforce(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import inspect
 
     enforcer = policy.enforce([policy.deny("x", when=lambda a: False)])

@@ -79,10 +79,12 @@ def make_handler(outcome: str, is_async: bool) -> Any:
 
 
 def build(spec: Spec) -> Policy:
-    predicate = (
-        None if spec.predicate == "none" else make_predicate(spec.predicate, spec.is_async, spec.kind)
-    )
-    handler = make_handler(spec.handler, spec.is_async) if spec.decision is Decision.ASK_USER else None
+    predicate = None
+    if spec.predicate != "none":
+        predicate = make_predicate(spec.predicate, spec.is_async, spec.kind)
+    handler = None
+    if spec.decision is Decision.ASK_USER:
+        handler = make_handler(spec.handler, spec.is_async)
     return Policy(spec.pattern, spec.decision, predicate=predicate, handler=handler)
 
 
@@ -229,7 +231,10 @@ def test_fail_safe_errors_are_never_more_permissive(
         assert with_rule(handler="approve") and with_rule(handler="refuse")
     # The reference agrees: raising equals "false" for APPROVE and denies otherwise.
     raised = with_rule(predicate="raise")
-    assert raised == reference(
-        [*specs[:i], Spec(**{**specs[i].__dict__, "predicate": "raise"}), *specs[i + 1 :]],
-        call.qualified_name,
-    )[0]
+    assert (
+        raised
+        == reference(
+            [*specs[:i], Spec(**{**specs[i].__dict__, "predicate": "raise"}), *specs[i + 1 :]],
+            call.qualified_name,
+        )[0]
+    )

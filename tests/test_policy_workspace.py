@@ -1,0 +1,176 @@
+"""workspace_only: resolution rules, and fuzzing against the kernel's view of real trees."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from antigravity_sdk import PolicyError, ToolCall, policy
+from antigravity_sdk.policy import _PATH_ARGUMENTS, PolicyEnforcer
+
+COMPONENTS = (
+    "ws", "ws-evil", "wsx", "outside", "sub", "file.txt", "new",
+    "link_in", "link_out", "link_up", "link_back", "link_abs", "dangling_out",
+    "..", ".", "",
+)  # fmt: skip
+
+
+def make_tree(base: Path) -> Path:
+    """base/{ws, ws-evil, wsx, outside} with symlinks pointing in, out, up and back."""
+    ws = base / "ws"
+    for d in (ws / "sub", base / "ws-evil", base / "wsx", base / "outside" / "sub"):
+        d.mkdir(parents=True)
+    (ws / "file.txt").write_text("x")
+    (base / "outside" / "secret").write_text("s")
+    (ws / "link_in").symlink_to("sub")
+    (ws / "sub" / "link_up").symlink_to("../..")  # -> base: outside
+    (ws / "link_out").symlink_to(base / "outside")
+    (ws / "dangling_out").symlink_to(base / "outside" / "new_file")
+    (ws / "link_abs").symlink_to(ws / "sub")
+    (base / "outside" / "link_back").symlink_to(ws / "sub")
+    (base / "link_up").symlink_to("ws")
+    return ws
+
+
+def expected_inside(path: str, ws: str) -> bool:
+    """The oracle: the stdlib resolves the path (missing parts lexically), then compare."""
+    real = os.path.realpath(path)
+    return real == ws or real.startswith(ws + "/")
+
+
+def enforcer_for(ws: Path) -> PolicyEnforcer:
+    return policy.enforce(policy.workspace_only([ws]))
+
+
+async def check(enforcer: PolicyEnforcer, tool: str, value: object) -> bool:
+    args = {} if value is None else {_PATH_ARGUMENTS[tool]: value}
+    return (await enforcer.pre_tool_call(ToolCall(name=tool, args=args))).allow
+
+
+def generate(base: Path, ws: Path, rnd: random.Random, count: int) -> list[tuple[str, bool]]:
+    """Random paths (absolute, relative to the cwd, file:// URIs) and whether each is inside."""
+    real_ws = os.path.realpath(ws)
+    cases: list[tuple[str, bool]] = []
+    while len(cases) < count:
+        parts = [rnd.choice(COMPONENTS) for _ in range(rnd.randint(1, 7))]
+        start = rnd.random()
+        if start < 0.45:
+            path = str(base) + "/" + "/".join(parts)
+        elif start < 0.6:
+            path = str(ws) + "/" + "/".join(parts)
+        else:
+            path = "/".join(parts) or "."
+        if rnd.random() < 0.15:
+            if not path.startswith("/"):
+                continue  # a URI names an absolute path; keep relative ones plain
+            cases.append(("file://" + quote(path), expected_inside(path, real_ws)))
+        else:
+            cases.append((path, expected_inside(path, real_ws)))
+    return cases
+
+
+async def test_fuzz_ten_thousand_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = make_tree(tmp_path)
+    enforcer = enforcer_for(ws)
+    rnd = random.Random(20240601)
+    tools = list(_PATH_ARGUMENTS)
+    checked = inside_count = 0
+    for cwd in (tmp_path, ws, ws / "sub", tmp_path / "outside"):
+        monkeypatch.chdir(cwd)
+        for value, inside in generate(tmp_path, ws, rnd, 2600):
+            allowed = await check(enforcer, rnd.choice(tools), value)
+            assert allowed == inside, f"{value!r} (cwd {cwd}): expected inside={inside}"
+            checked += 1
+            inside_count += inside
+    assert checked >= 10_000
+    assert 0.1 * checked < inside_count < 0.9 * checked, "the generator must cover both sides"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=8))
+def test_hypothesis_paths(tmp_path_factory: pytest.TempPathFactory, parts: list[str]) -> None:
+    base = tmp_path_factory.getbasetemp() / "hyp"
+    ws = base / "ws" if (base / "ws").exists() else make_tree(base)
+    path = str(base) + "/" + "/".join(parts)
+    allowed = asyncio.run(check(enforcer_for(ws), "view_file", path))
+    assert allowed == expected_inside(path, os.path.realpath(ws))
+
+
+async def test_named_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = make_tree(tmp_path)
+    enforcer = enforcer_for(ws)
+    w = str(ws)
+    cases = {
+        f"{w}/file.txt": True,
+        f"{w}/new/dir/file": True,  # missing leaves resolve through the nearest parent
+        f"{w}/../ws/./sub//x": True,
+        f"{w}/link_in/x": True,
+        w: True,
+        f"{w}/../etc/passwd": False,
+        f"{w}/../ws-evil/x": False,  # a sibling sharing the prefix is not inside
+        f"{tmp_path}/ws-evil": False,
+        f"{w}/link_out/secret": False,
+        f"{w}/link_in/link_up/outside": False,
+        f"{w}/dangling_out": False,  # writing through it would create a file outside
+        f"{w}/new/../../outside": False,
+        f"{tmp_path}/outside/link_back/x": True,
+        f"file://{quote(w)}/file.txt": True,
+        f"file://localhost{quote(w)}/sub": True,
+        f"file://{quote(w)}/%2e%2e/outside": False,
+        f"file://evil.host{quote(w)}/x": False,
+        "": False,
+        f"{w}/a\x00b": False,
+    }
+    for value, expected in cases.items():
+        assert await check(enforcer, "view_file", value) is expected, value
+    for bad in (None, 42, ["x"], b"/ws"):
+        assert not await check(enforcer, "write_to_file", bad)
+    monkeypatch.chdir(ws)
+    assert await check(enforcer, "run_command", "sub")
+    assert not await check(enforcer, "run_command", "../outside")
+    monkeypatch.chdir(tmp_path / "outside")
+    assert not await check(enforcer, "list_dir", ".")
+
+
+async def test_symlink_loops_and_unreadable_paths_are_denied(tmp_path: Path) -> None:
+    ws = make_tree(tmp_path)
+    (ws / "loop1").symlink_to("loop2")
+    (ws / "loop2").symlink_to("loop1")
+    enforcer = enforcer_for(ws)
+    for path in (f"{ws}/loop1", f"{ws}/loop1/x", f"{ws}/loop1/../../outside/secret"):
+        assert not await check(enforcer, "view_file", path), path
+    if os.geteuid() != 0:  # root reads everything
+        locked = ws / "locked"
+        locked.mkdir()
+        (locked / "inner").mkdir()
+        locked.chmod(0)
+        try:
+            assert not await check(enforcer, "view_file", f"{locked}/inner/x")
+        finally:
+            locked.chmod(0o755)
+
+
+def test_workspaces_resolved_once_at_construction(tmp_path: Path) -> None:
+    ws = make_tree(tmp_path)
+    guards = policy.workspace_only([tmp_path / "link_up"])  # a symlink to ws
+    assert repr(guards[0].predicate).endswith(os.path.realpath(ws))
+    assert {g.tool for g in guards} == set(_PATH_ARGUMENTS)
+    assert all(g.name == "workspace_only" for g in guards)
+    with pytest.raises(PolicyError):
+        policy.workspace_only(str(ws))
+    with pytest.raises(PolicyError):
+        policy.workspace_only([])
+
+
+async def test_other_tools_and_mcp_calls_are_not_checked(tmp_path: Path) -> None:
+    enforcer = enforcer_for(make_tree(tmp_path))
+    assert (await enforcer.pre_tool_call(ToolCall(name="search_web", args={}))).allow
+    call = ToolCall(name="view_file", server_name="fs", args={"AbsolutePath": "/etc"})
+    assert (await enforcer.pre_tool_call(call)).allow
