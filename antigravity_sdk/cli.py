@@ -91,9 +91,156 @@ def add_policy(subparsers: Subparsers) -> None:
     explain.set_defaults(run=_policy_explain)
 
 
+# -- antigravity harness ---------------------------------------------------------------------
+
+
+def _harness_install(args: argparse.Namespace) -> int:
+    from .errors import HarnessNotFoundError
+    from .harness.install import HARNESS_VERSION, install_harness
+
+    try:
+        path = install_harness(args.version or HARNESS_VERSION, force=args.force)
+    except HarnessNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def _harness_path(args: argparse.Namespace) -> int:
+    from .errors import HarnessNotFoundError
+    from .harness.install import locate_harness
+
+    try:
+        found = locate_harness()
+    except HarnessNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(found.path)
+    return 0
+
+
+def add_harness(subparsers: Subparsers) -> None:
+    """`antigravity harness install|path`: fetch the pinned harness, show what is found."""
+    parser = subparsers.add_parser("harness", help="install or locate the localharness binary")
+    commands = parser.add_subparsers(dest="harness_command", required=True, metavar="COMMAND")
+    install = commands.add_parser(
+        "install", help="download the pinned google-antigravity wheel and keep its harness"
+    )
+    install.add_argument("--version", help="a different google-antigravity version")
+    install.add_argument("--force", action="store_true", help="reinstall even if cached")
+    install.set_defaults(run=_harness_install)
+    path = commands.add_parser("path", help="print the harness that discovery finds")
+    path.set_defaults(run=_harness_path)
+
+
+# -- antigravity doctor ----------------------------------------------------------------------
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    del args
+    import os
+    import platform
+    import tempfile
+    from pathlib import Path
+
+    from . import __version__
+    from .errors import AntigravityError
+    from .harness.install import HARNESS_VERSION, locate_harness
+
+    ok = True
+    print(f"antigravity-sdk {__version__} on Python {platform.python_version()}")
+    try:
+        found = locate_harness()
+    except AntigravityError as exc:
+        print(f"[FAIL] harness: {exc}")
+        return 1
+    version = found.version or "unknown"
+    print(f"[ OK ] harness: {found.path} (from {found.source}, version {version})")
+    if found.version not in (None, HARNESS_VERSION):
+        print(f"[WARN] the SDK is tested with harness {HARNESS_VERSION}")
+
+    async def handshake() -> None:
+        from .harness.connection import LocalConnection
+
+        conn = LocalConnection(found.path, startup_timeout=30.0)
+        with tempfile.TemporaryDirectory(prefix="antigravity-doctor-") as tmp:
+            try:
+                await conn.open(storage_dir=Path(tmp) / "save", home=Path(tmp) / "home")
+            finally:
+                await conn.close()
+
+    try:
+        asyncio.run(handshake())
+        print("[ OK ] harness starts and completes its handshake")
+    except AntigravityError as exc:
+        ok = False
+        print(f"[FAIL] harness handshake: {exc}")
+    if os.environ.get("GEMINI_API_KEY"):
+        print("[ OK ] model: GEMINI_API_KEY is set (Gemini API)")
+    else:
+        print(
+            "[INFO] model: GEMINI_API_KEY is not set; use a ScriptedModel (offline) or "
+            "--base-url/--model for an OpenAI-compatible endpoint"
+        )
+    return 0 if ok else 1
+
+
+def add_doctor(subparsers: Subparsers) -> None:
+    """`antigravity doctor`: check the harness binary, its version and the model settings."""
+    parser = subparsers.add_parser("doctor", help="check the harness and model settings")
+    parser.set_defaults(run=_doctor)
+
+
+# -- antigravity demo / chat -----------------------------------------------------------------
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-url", help="an OpenAI-compatible /v1 endpoint (Ollama, vLLM)")
+    parser.add_argument("--model", help="the model name (Gemini, or served at --base-url)")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return asyncio.run(run_demo(base_url=args.base_url, model=args.model))
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from .demo import run_chat
+
+    return asyncio.run(
+        run_chat(args.prompt, policies_file=args.policies, base_url=args.base_url, model=args.model)
+    )
+
+
+def add_demo(subparsers: Subparsers) -> None:
+    """`antigravity demo`: the governed offline session (or on a real model)."""
+    parser = subparsers.add_parser(
+        "demo", help="run a governed session on the real harness (offline by default)"
+    )
+    _model_options(parser)
+    parser.set_defaults(run=_demo)
+
+
+def add_chat(subparsers: Subparsers) -> None:
+    """`antigravity chat PROMPT`: one governed turn on a real model."""
+    parser = subparsers.add_parser("chat", help="run one turn on a real model")
+    parser.add_argument("prompt", metavar="PROMPT")
+    parser.add_argument("--policies", metavar="FILE", help="a TOML policy file")
+    _model_options(parser)
+    parser.set_defaults(run=_chat)
+
+
 # -- registry ---------------------------------------------------------------------------------
 
-COMMANDS: list[Callable[[Subparsers], None]] = [add_policy]
+COMMANDS: list[Callable[[Subparsers], None]] = [
+    add_demo,
+    add_chat,
+    add_policy,
+    add_harness,
+    add_doctor,
+]
 """Subcommand registrars, in help order: add one function here per subcommand."""
 
 

@@ -20,6 +20,7 @@ makes the actual decision right after. Hooks that decide before the reporter (he
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -44,6 +45,7 @@ __all__ = [
     "DecisionRecord",
     "DecisionReporter",
     "DemoReport",
+    "ModelNotConfiguredError",
     "SecretGuard",
     "demo_policies",
     "demo_prompt",
@@ -95,10 +97,13 @@ def is_allow_listed(args: dict[str, Any]) -> bool:
     line = str(args["CommandLine"])
     if _SHELL_META.search(line):
         return False
-    try:
-        words = shlex.split(line)
-    except ValueError:
-        return False
+    if "'" in line or '"' in line:
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            return False
+    else:  # the common case, without shlex's cost (no quoting, no shell syntax left)
+        words = line.split()
     if not words or words[0] not in _SAFE_COMMANDS:
         return False
     return all(not (w.startswith("/") or ".." in w) for w in words[1:])
@@ -198,9 +203,10 @@ class DemoReport:
         return statistics.median(values) if values else 0.0
 
     def find(self, tool: str, needle: str = "") -> DecisionRecord:
-        """The first record of `tool` whose JSON arguments contain `needle`."""
+        """The first record of `tool` whose main argument (command line or path, see
+        `short_args`) contains `needle`."""
         for record in self.records:
-            if record.tool == tool and needle in json.dumps(record.args):
+            if record.tool == tool and needle in short_args(tool, record.args):
                 return record
         raise LookupError(f"no {tool} call with {needle!r} in its arguments")
 
@@ -604,7 +610,7 @@ def _expectations(report: DemoReport) -> list[tuple[str, bool]]:
         ),
         (
             ".env secret denied (SecretGuard hook)",
-            check("write_to_file", ".env", False, "SecretGuard", False)
+            check("write_to_file", "/.env", False, "SecretGuard", False)
             and ".env" not in report.workspace_files,
         ),
     ]
@@ -621,6 +627,10 @@ def _snapshot(directory: Path, limit: int = 64 * 1024) -> dict[str, str]:
     return files
 
 
+class ModelNotConfiguredError(AntigravityError):
+    """No usable model: the demo or chat cannot run (exit code 2)."""
+
+
 @dataclass
 class _ModelChoice:
     scripted: bool
@@ -633,11 +643,11 @@ def _choose_model(base_url: str | None, model: str | None, *, allow_scripted: bo
     """Scripted unless a real model is configured; raises AntigravityError when unusable."""
     if base_url:
         if not model:
-            raise AntigravityError("--base-url needs --model (the model name it serves)")
+            raise ModelNotConfiguredError("--base-url needs --model (the model name it serves)")
         return _ModelChoice(False, f"{model} at {base_url}", model, base_url)
     if model or os.environ.get("GEMINI_API_KEY"):
         if not os.environ.get("GEMINI_API_KEY"):
-            raise AntigravityError(
+            raise ModelNotConfiguredError(
                 f"model {model!r} is a Gemini model, which needs GEMINI_API_KEY; "
                 "for an OpenAI-compatible endpoint pass base_url too"
             )
@@ -646,7 +656,7 @@ def _choose_model(base_url: str | None, model: str | None, *, allow_scripted: bo
         name = model or DEFAULT_GEMINI_MODEL
         return _ModelChoice(False, f"Gemini {name}", name)
     if not allow_scripted:
-        raise AntigravityError(
+        raise ModelNotConfiguredError(
             "no model configured: set GEMINI_API_KEY, or pass base_url and model for an "
             "OpenAI-compatible endpoint (e.g. --base-url http://127.0.0.1:11434/v1 "
             "--model qwen3)"
@@ -671,7 +681,7 @@ async def demo_session(
     """
     from .agent import Agent
 
-    sink = out if out is not None else open(os.devnull, "w")  # noqa: SIM115
+    sink = out if out is not None else io.StringIO()
     try:
         choice = (
             _ModelChoice(True, "ScriptedModel (offline)")
@@ -679,12 +689,7 @@ async def demo_session(
             else _choose_model(base_url, model, allow_scripted=scripted is None)
         )
         with tempfile.TemporaryDirectory(prefix="antigravity-demo-") as tmp:
-            root = Path(tmp).resolve()
-            ws = root / "workspace"
-            ws.mkdir()
-            (ws / "README.md").write_text(README_TEXT)
-            (ws / "build").mkdir()
-            (ws / "build" / "app.bin").write_text("pretend binary\n")
+            root, ws = _prepare(tmp)
             report = DemoReport(model=choice.label, scripted=choice.scripted, workspace=str(ws))
             reporter = DecisionReporter(sink, workspace=str(ws))
             audit = AuditLog(root / "audit.jsonl")
@@ -733,6 +738,17 @@ async def demo_session(
             sink.close()
 
 
+def _prepare(tmp: str) -> tuple[Path, Path]:
+    """The demo's temporary root and its workspace: a README and a build directory."""
+    root = Path(tmp).resolve()
+    ws = root / "workspace"
+    ws.mkdir()
+    (ws / "README.md").write_text(README_TEXT)
+    (ws / "build").mkdir()
+    (ws / "build" / "app.bin").write_text("pretend binary\n")
+    return root, ws
+
+
 def _print_header(
     out: TextIO, s: _Style, report: DemoReport, enforcer: policy.PolicyEnforcer
 ) -> None:
@@ -749,7 +765,7 @@ def _print_header(
         tools = sorted({q.tool for q in enforcer.policies if q.label == p.label})
         shown = ", ".join(tools) if len(tools) <= 2 else f"{len(tools)} path-taking tools"
         out.write(
-            s.dim(f"  [{bucket} {policy._BUCKETS[bucket]:<13}] {p.label:<22} {p.decision.name}")
+            s.dim(f"  [{bucket} {policy._BUCKETS[bucket]:<14}] {p.label:<22} {p.decision.name:<7}")
             + s.dim(f"  {shown}")
             + "\n"
         )
@@ -799,7 +815,7 @@ def _print_footer(out: TextIO, s: _Style, report: DemoReport) -> None:
     out.flush()
 
 
-def _harness_error(out: TextIO, exc: AntigravityError) -> None:
+def _error(out: TextIO, exc: AntigravityError) -> None:
     out.write(f"error: {exc}\n")
     out.flush()
 
@@ -819,14 +835,11 @@ async def run_demo(
         report = await demo_session(
             base_url=base_url, model=model, out=out, harness_path=harness_path
         )
-    except (HarnessNotFoundError, PolicyError) as exc:
-        _harness_error(out, exc)
+    except (HarnessNotFoundError, PolicyError, ModelNotConfiguredError) as exc:
+        _error(out, exc)
         return 2
     except AntigravityError as exc:
-        if not isinstance(exc, type(exc)) or "no model configured" in str(exc):
-            _harness_error(out, exc)
-            return 2
-        _harness_error(out, exc)
+        _error(out, exc)
         return 1
     return 0 if report.ok else 1
 
@@ -870,8 +883,8 @@ async def run_chat(
 
     try:
         choice = _choose_model(base_url, model, allow_scripted=False)
-    except AntigravityError as exc:
-        out.write(f"error: {exc}\n")
+    except ModelNotConfiguredError as exc:
+        _error(out, exc)
         return 2
     workspace = Path.cwd().resolve()
     try:
@@ -936,10 +949,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return asyncio.run(
         run_demo(base_url=args.base_url, model=args.model, harness_path=args.harness)
     )
-
-
-def _unused(_: Iterable[Callable[..., Any]]) -> None:  # pragma: no cover
-    pass
 
 
 if __name__ == "__main__":

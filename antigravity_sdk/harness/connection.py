@@ -111,11 +111,11 @@ class _WebSocketLink:
             f"the harness closed the connection ({exc})", stderr_tail=self.stderr_tail()
         )
 
-    async def _close_socket(self) -> None:
+    async def _close_socket(self, timeout: float = 1.0) -> None:
         ws, self._ws = self._ws, None
         if ws is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.close(), timeout=1.0)
+                await asyncio.wait_for(ws.close(), timeout=timeout)
 
 
 def _kill(pid: int) -> None:
@@ -250,16 +250,19 @@ class LocalConnection(_WebSocketLink):
 
     async def close(self) -> None:
         """Close the socket and end the process: stdin EOF, then SIGTERM, then SIGKILL."""
-        await self._close_socket()
+        # Bounded to ~2 s in all (so `Agent.stop()` stays within 5 s even for a harness
+        # that answers nothing): the process is killed anyway, so the WebSocket closing
+        # handshake gets little time; a healthy harness exits ~10 ms after stdin EOF.
+        await self._close_socket(timeout=0.5)
         proc, self._proc = self._proc, None
         try:
             if proc is not None and proc.returncode is None:
                 if proc.stdin is not None:
                     with contextlib.suppress(Exception):
                         proc.stdin.close()
-                for step in (proc.terminate, proc.kill):
+                for step, grace in ((proc.terminate, 1.0), (proc.kill, 0.5)):
                     try:
-                        await asyncio.wait_for(proc.wait(), timeout=1.0)
+                        await asyncio.wait_for(proc.wait(), timeout=grace)
                         break
                     except TimeoutError:
                         with contextlib.suppress(ProcessLookupError):

@@ -419,6 +419,8 @@ class SessionCore:
 
     def receive(self, frame: dict[str, Any]) -> list[Effect]:
         """Translate one decoded OutputEvent into effects (possibly none)."""
+        if not isinstance(frame, dict):
+            raise ProtocolError(f"frame is not a JSON object: {type(frame).__name__}")
         if "callHookRequest" in frame:
             return [self._hook_call(_obj(frame, "callHookRequest"))]
         if "stepUpdate" in frame:

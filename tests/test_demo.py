@@ -1,0 +1,231 @@
+"""`antigravity demo` / `antigravity chat` (antigravity_sdk.demo) against the REAL harness.
+
+The demo tests need `localharness` (found by `find_harness()`); without it they are
+skipped locally and FAIL under CI (env `CI` set). The run_chat error-path tests need no
+harness: they fail before one would be started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from antigravity_sdk.demo import (
+    NOTES_TEXT,
+    DemoReport,
+    demo_policies,
+    demo_session,
+    is_allow_listed,
+    is_destructive,
+    run_chat,
+    run_demo,
+)
+from antigravity_sdk.errors import HarnessNotFoundError
+from antigravity_sdk.harness.install import find_harness
+from antigravity_sdk.policy import enforce
+from antigravity_sdk.types import ToolCall
+
+ANSI = re.compile(r"\x1b\[")
+
+
+def _require_harness() -> Path:
+    try:
+        return find_harness()
+    except HarnessNotFoundError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the harness tests: {exc}")
+        pytest.skip(f"no localharness: {exc}")
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No real model may be picked up from the environment."""
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+
+
+# -- the scripted session, structurally ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report() -> DemoReport:
+    """One scripted demo session, shared by the structural tests (its own event loop)."""
+    _require_harness()
+    return asyncio.run(demo_session(scripted=True))
+
+
+@pytest.mark.harness
+class TestDemoSession:
+    def test_completes_without_error(self, report: DemoReport) -> None:
+        assert report.error == ""
+        assert report.scripted
+        assert len(report.records) == 7
+        assert report.ok, report.checks
+
+    def test_rm_rf_denied_by_destructive_rule(self, report: DemoReport) -> None:
+        r = report.find("run_command", "rm -rf")
+        assert (r.allow, r.verdict, r.rule, r.bucket) == (False, "DENY", "no-destructive-shell", 0)
+        assert r.ran is False
+        assert "build/app.bin" in report.workspace_files  # rm -rf did not run
+
+    def test_etc_passwd_denied_by_workspace_rule(self, report: DemoReport) -> None:
+        r = report.find("view_file", "/etc/passwd")
+        assert (r.allow, r.rule, r.bucket, r.bucket_name) == (
+            False,
+            "workspace_only",
+            0,
+            "specific deny",
+        )
+        assert r.ran is False
+
+    def test_dotdot_escape_denied_and_not_written(self, report: DemoReport) -> None:
+        r = report.find("write_to_file", "../escaped.txt")
+        assert (r.allow, r.rule, r.ran) == (False, "workspace_only", False)
+        assert "escaped.txt" not in report.outside_files
+
+    def test_write_allowed_and_file_exists(self, report: DemoReport) -> None:
+        r = report.find("write_to_file", "notes.txt")
+        assert (r.allow, r.rule, r.bucket, r.ran) == (True, "allow_all", 8, True)
+        assert report.workspace_files["notes.txt"] == NOTES_TEXT
+
+    def test_read_and_safe_command_ran(self, report: DemoReport) -> None:
+        read = report.find("view_file", "README.md")
+        assert (read.allow, read.ran) == (True, True)
+        cat = report.find("run_command", "cat notes.txt")
+        assert (cat.allow, cat.rule, cat.bucket, cat.ran) == (True, "safe-shell", 2, True)
+        assert "exit 0" in cat.outcome
+
+    def test_hook_denial_is_reported(self, report: DemoReport) -> None:
+        r = report.find("write_to_file", "/.env")
+        assert (r.allow, r.decided_by, r.rule, r.bucket) == (False, "hook", "SecretGuard", None)
+        assert ".env" not in report.workspace_files
+
+    def test_summary_numbers(self, report: DemoReport) -> None:
+        assert (len(report.allowed), len(report.denied)) == (3, 4)
+        assert report.rule_counts()["workspace_only"] == 2
+        assert all(r.latency_ns > 0 for r in report.records)
+        assert report.median_latency_us() > 0
+        assert report.turn_seconds > 0 and report.start_seconds > 0
+        events = [e["event"] for e in report.audit_events]
+        assert events[0] == "session_start" and "turn_end" in events
+
+    def test_answer_reflects_what_happened(self, report: DemoReport) -> None:
+        assert "refused (policy 'no-destructive-shell')" in report.answer
+        assert "refused (hook 'SecretGuard')" in report.answer
+        assert "write notes.txt: done" in report.answer
+
+
+# -- the printed transcript -------------------------------------------------------------------
+
+
+@pytest.mark.harness
+async def test_run_demo_transcript(offline: None) -> None:
+    _require_harness()
+    out = io.StringIO()
+    code = await run_demo(out=out)
+    text = out.getvalue()
+    assert code == 0, text
+    assert not ANSI.search(text)  # not a TTY: no colours
+    lines = text.splitlines()
+
+    def line_of(needle: str) -> str:
+        return next(
+            line for line in lines if needle in line and ("ALLOW" in line or "DENY" in line)
+        )
+
+    rm = line_of("$ rm -rf build")
+    assert "DENY" in rm and "[0 specific deny]" in rm and "no-destructive-shell" in rm
+    assert re.search(r"\d+\.\d µs", rm)
+    passwd = line_of("/etc/passwd")
+    assert "DENY" in passwd and "workspace_only" in passwd
+    write = line_of("<ws>/notes.txt")
+    assert "ALLOW" in write and "[8 * allow]" in write and "allow_all" in write
+    assert "ALLOW" in line_of("$ cat notes.txt")
+    assert "[hook]" in line_of("<ws>/.env") and "SecretGuard" in line_of("<ws>/.env")
+    assert "↳ ran: exit 0" in text
+    assert "model's answer:" in text and "Summary of the session" in text
+    assert re.search(r"tool calls\s+7", text) and re.search(r"denied\s+4", text)
+    assert "median decision latency" in text and "turn wall time" in text
+    assert "checks: 7/7 as expected" in text
+
+
+async def test_run_demo_missing_harness_exits_2(offline: None, tmp_path: Path) -> None:
+    out = io.StringIO()
+    code = await run_demo(out=out, harness_path=str(tmp_path / "no-such-localharness"))
+    assert code == 2
+    assert "error:" in out.getvalue() and "no-such-localharness" in out.getvalue()
+
+
+# -- run_chat without a model -----------------------------------------------------------------
+
+
+async def test_run_chat_without_model_exits_2(offline: None) -> None:
+    out = io.StringIO()
+    code = await run_chat("hello", out=out)
+    assert code == 2
+    message = out.getvalue()
+    assert "no model configured" in message and "GEMINI_API_KEY" in message
+    assert "--base-url" in message
+
+
+async def test_run_chat_base_url_needs_model(offline: None) -> None:
+    out = io.StringIO()
+    assert await run_chat("hi", base_url="http://127.0.0.1:1/v1", out=out) == 2
+    assert "--model" in out.getvalue()
+
+
+async def test_run_chat_gemini_model_needs_key(offline: None) -> None:
+    out = io.StringIO()
+    assert await run_chat("hi", model="gemini-2.5-flash", out=out) == 2
+    assert "GEMINI_API_KEY" in out.getvalue()
+
+
+# -- the demo's policy set, without a harness ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "destructive", "listed"),
+    [
+        ("rm -rf build", True, False),
+        ("rm -r x", True, False),
+        ("ls; rm -f x", True, False),
+        ("sudo ls", True, False),
+        ("cat notes.txt", False, True),
+        ("ls -la", False, True),
+        ("cat /etc/passwd", False, False),
+        ("cat ../x", False, False),
+        ("cat a > b", False, False),
+        ("python -c 1", False, False),
+        ("rmdir build", False, False),
+    ],
+)
+def test_shell_predicates(command: str, destructive: bool, listed: bool) -> None:
+    args = {"CommandLine": command}
+    assert is_destructive(args) is destructive
+    assert is_allow_listed(args) is listed
+
+
+async def test_demo_policies_decide_like_the_transcript(tmp_path: Path) -> None:
+    ws = str(tmp_path)
+    enforcer = enforce(demo_policies(ws))
+
+    async def decide(name: str, **args: object) -> tuple[bool, str]:
+        d = await enforcer.evaluate(ToolCall(name=name, args=args), ask=False)
+        return d.allow, d.policy.label if d.policy else ""
+
+    assert await decide("run_command", CommandLine="rm -rf /", Cwd=ws) == (
+        False,
+        "no-destructive-shell",
+    )
+    assert await decide("run_command", CommandLine="curl x", Cwd=ws) == (
+        False,
+        "shell-not-allow-listed",
+    )
+    assert await decide("run_command", CommandLine="ls", Cwd="/") == (False, "workspace_only")
+    assert await decide("run_command", CommandLine="ls", Cwd=ws) == (True, "safe-shell")
+    assert await decide("view_file", AbsolutePath=f"{ws}/../x") == (False, "workspace_only")
+    assert await decide("view_file", AbsolutePath=f"{ws}/x") == (True, "allow_all")
