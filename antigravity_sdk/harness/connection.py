@@ -111,11 +111,11 @@ class _WebSocketLink:
             f"the harness closed the connection ({exc})", stderr_tail=self.stderr_tail()
         )
 
-    async def _close_socket(self, timeout: float = 1.0) -> None:
+    async def _close_socket(self, grace: float = 1.0) -> None:
         ws, self._ws = self._ws, None
         if ws is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.close(), timeout=timeout)
+                await asyncio.wait_for(ws.close(), timeout=grace)
 
 
 def _kill(pid: int) -> None:
@@ -253,7 +253,7 @@ class LocalConnection(_WebSocketLink):
         # Bounded to ~2 s in all (so `Agent.stop()` stays within 5 s even for a harness
         # that answers nothing): the process is killed anyway, so the WebSocket closing
         # handshake gets little time; a healthy harness exits ~10 ms after stdin EOF.
-        await self._close_socket(timeout=0.5)
+        await self._close_socket(grace=0.5)
         proc, self._proc = self._proc, None
         try:
             if proc is not None and proc.returncode is None:

@@ -26,8 +26,8 @@ import pytest
 from antigravity_sdk import Agent, AgentBuilder, Hook
 from antigravity_sdk.errors import HarnessNotFoundError
 from antigravity_sdk.harness.install import find_harness
-from antigravity_sdk.testing import ScriptedModel, ScriptFunction
 from antigravity_sdk.testing import Reply as ScriptReply
+from antigravity_sdk.testing import ScriptedModel, ScriptFunction
 from antigravity_sdk.types import CapabilitiesConfig
 
 _HERE = Path(__file__).parent
@@ -91,9 +91,9 @@ def process_alive(pid: int) -> bool:
     return process_state(pid) not in (None, "Z", "X")
 
 
-async def wait_gone(pid: int, timeout: float = 3.0) -> bool:
+async def wait_gone(pid: int, within: float = 3.0) -> bool:
     """Wait until `pid` no longer runs; True if it is gone in time."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not process_alive(pid):
             return True

@@ -9,16 +9,15 @@ import gc
 import os
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from antigravity_sdk import Agent, Hook, policy
+from antigravity_sdk import Agent, Hook
 from antigravity_sdk.errors import HarnessConnectionError, HarnessNotFoundError, ProtocolError
 from antigravity_sdk.testing import ScriptedModel
 
-from .conftest import AgentFactory, Workspace, harness_pid, process_alive, wait_gone
+from .conftest import AgentFactory, harness_pid, process_alive, wait_gone
 
 
 class SessionEnd(Hook):
@@ -107,7 +106,7 @@ async def test_harness_killed_between_turns(make_agent: AgentFactory) -> None:
 async def test_malformed_frame_raises_protocol_error_and_closes_the_harness(
     make_agent: AgentFactory,
 ) -> None:
-    agent, model = make_agent(["never seen"])
+    agent, _ = make_agent(["never seen"])
     async with agent:
         pid = harness_pid(agent)
         ws = agent._conn._ws  # type: ignore[union-attr]
@@ -273,13 +272,14 @@ async def test_no_process_left_after_cancelling_a_chat_but_keeping_the_agent(
     make_agent: AgentFactory,
 ) -> None:
     """A cancelled chat halts the harness's turn; the agent stays usable."""
-    release = asyncio.Event()
+    release, called = asyncio.Event(), asyncio.Event()
     calls = 0
 
     async def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         nonlocal calls
         calls += 1
         if calls == 1:
+            called.set()
             await release.wait()
             return "abandoned"
         return "second turn works"
@@ -288,8 +288,7 @@ async def test_no_process_left_after_cancelling_a_chat_but_keeping_the_agent(
     async with agent:
         pid = harness_pid(agent)
         chat = asyncio.create_task(agent.chat("first"))
-        while calls == 0:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(called.wait(), 10)
         chat.cancel()
         with pytest.raises(asyncio.CancelledError):
             await chat
@@ -299,10 +298,8 @@ async def test_no_process_left_after_cancelling_a_chat_but_keeping_the_agent(
     assert await wait_gone(pid)
 
 
-async def test_garbage_collected_agent_kills_its_harness(
-    make_agent: AgentFactory, env: Workspace
-) -> None:
-    builder, _ = make_agent.builder(["hi"])  # not tracked: the factory must not hold it
+async def test_garbage_collected_agent_kills_its_harness(make_agent: AgentFactory) -> None:
+    builder, model = make_agent.builder(["hi"])  # not tracked: the factory must not hold it
     agent: Agent | None = builder.build()
     assert agent is not None
     await agent.start()
@@ -312,6 +309,11 @@ async def test_garbage_collected_agent_kills_its_harness(
     del agent
     gc.collect()
     assert await wait_gone(pid, 5), "the harness outlived its garbage-collected agent"
+    for _ in range(100):  # the cleanup also stops the model the agent started
+        if not model.started:
+            break
+        await asyncio.sleep(0.05)
+    assert not model.started
 
 
 async def test_rejected_config_fails_start_with_stderr_and_leaves_no_process(
@@ -327,8 +329,11 @@ async def test_rejected_config_fails_start_with_stderr_and_leaves_no_process(
         frame = real_config(**kwargs)
         frame["config"]["policyConfig"] = {
             "rules": [
-                {"tool": "run_command", "name": "confirm_rc",
-                 "decision": "POLICY_DECISION_ASK_USER"}
+                {
+                    "tool": "run_command",
+                    "name": "confirm_rc",
+                    "decision": "POLICY_DECISION_ASK_USER",
+                }
             ]
         }
         return frame

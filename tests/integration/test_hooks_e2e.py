@@ -155,8 +155,9 @@ async def test_tool_hooks_fire_for_builtin_tools(make_agent: AgentFactory, env: 
     script = [
         run_command(env.ws, "echo hi > ran.txt; echo hi"),
         tool_call("view_file", AbsolutePath=str(readme)),
-        tool_call("write_to_file", TargetFile=str(target), CodeContent="hello world\n",
-                  Overwrite=False),
+        tool_call(
+            "write_to_file", TargetFile=str(target), CodeContent="hello world\n", Overwrite=False
+        ),
         "all done",
     ]
     agent, model = make_agent(script, hooks=[rec], policies=[policy.allow_all()])
@@ -195,9 +196,12 @@ async def test_tool_hooks_fire_for_builtin_tools(make_agent: AgentFactory, env: 
     # Ordering: each tool's pre comes before its post.
     tool_events = [(n, a.name) for n, a in rec.events if n.endswith("tool_call")]
     assert tool_events == [
-        ("pre_tool_call", "run_command"), ("post_tool_call", "run_command"),
-        ("pre_tool_call", "view_file"), ("post_tool_call", "view_file"),
-        ("pre_tool_call", "write_to_file"), ("post_tool_call", "write_to_file"),
+        ("pre_tool_call", "run_command"),
+        ("post_tool_call", "run_command"),
+        ("pre_tool_call", "view_file"),
+        ("post_tool_call", "view_file"),
+        ("pre_tool_call", "write_to_file"),
+        ("post_tool_call", "write_to_file"),
     ]
     # Steps of the turn describe the tool calls too.
     calls = [s.tool_call for s in response.steps if s.kind == "tool_call" and s.tool_call]
@@ -355,9 +359,7 @@ class Hanging(Hook):
 async def test_hanging_hook_times_out_and_denies(make_agent: AgentFactory, env: Workspace) -> None:
     hook = Hanging()
     script = [run_command(env.ws, "touch marker"), "finished anyway"]
-    agent, model = make_agent(
-        script, hooks=[hook], policies=[policy.allow_all()], hook_timeout=0.2
-    )
+    agent, model = make_agent(script, hooks=[hook], policies=[policy.allow_all()], hook_timeout=0.2)
     async with agent:
         started = time.monotonic()
         response = await agent.chat("go")
@@ -504,8 +506,9 @@ ASK = tool_call(
     "ask_question",
     toolSummary="Q",
     toolAction="Asking",
-    questions=[{"question": "Favourite colour?", "options": ["red", "blue"],
-                "is_multi_select": False}],
+    questions=[
+        {"question": "Favourite colour?", "options": ["red", "blue"], "is_multi_select": False}
+    ],
 )
 QUESTIONS = CapabilitiesConfig(
     enabled_tools=frozenset({BuiltinTool.ASK_QUESTION, BuiltinTool.VIEW_FILE})
