@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -17,11 +18,13 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import policy as policy_mod
 from .context import ToolContext
 from .errors import AntigravityError, HarnessConnectionError, TurnDeniedError
+from .harness import protocol as p
+from .harness.protocol import Effect, HookCall, SessionCore, TurnEnded
 from .hooks import Hook, HookRunner
 from .types import (
     CapabilitiesConfig,
@@ -34,9 +37,7 @@ from .types import (
 
 if TYPE_CHECKING:
     from .harness.connection import Connection
-    from .harness.protocol import Effect, HookCall, SessionCore, TurnEnded
     from .policy import Policy, PolicyEnforcer
-    from .testing import ScriptedModel
     from .tools import ToolRunner
     from .triggers import Trigger, TriggerRunner
 
@@ -50,6 +51,27 @@ _IDLE_TIMEOUT = 10.0
 # Cleanups of agents that were garbage-collected while started (asyncio keeps only weak
 # references to tasks, so these hold them until they finish).
 _CLEANUPS: set[asyncio.Task[None]] = set()
+
+
+class ServedModel(Protocol):
+    """A model served on an OpenAI-compatible endpoint the agent may start and stop,
+    such as `antigravity_sdk.testing.ScriptedModel` (matched by shape, not imported)."""
+
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def started(self) -> bool: ...
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+def _is_served_model(model: object) -> bool:
+    # getattr_static: `base_url` is typically a property that raises until the model starts.
+    missing = object()
+    names = ("base_url", "model_name", "start", "stop")
+    return all(inspect.getattr_static(model, name, missing) is not missing for name in names)
 
 
 def _default_root() -> Path:
@@ -68,7 +90,7 @@ class _Settings:
     workspaces: list[Path] = field(default_factory=list)
     system_instructions: str = ""
     capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
-    model: Any = None  # str | ScriptedModel | None
+    model: Any = None  # str | ServedModel | None
     base_url: str | None = None
     api_key: str | None = None
     harness_path: str | os.PathLike[str] | None = None
@@ -138,7 +160,7 @@ class AgentBuilder:
 
     def model(
         self,
-        model: str | ScriptedModel,
+        model: str | ServedModel,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -208,12 +230,13 @@ class Agent:
         self._conn: Connection | None = None
         self._tools: ToolRunner | None = None
         self._triggers: TriggerRunner | None = None
-        self._owned_model: ScriptedModel | None = None
+        self._owned_model: ServedModel | None = None
         self._reader: asyncio.Task[None] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._turn_lock = asyncio.Lock()
         self._queue: asyncio.Queue[Effect | BaseException] | None = None
+        self._streaming = False  # whether the turn in progress wants stream chunks
         self._idle = asyncio.Event()
         self._initialized = asyncio.Event()
         self._session_ended = asyncio.Event()
@@ -251,7 +274,6 @@ class Agent:
             raise RuntimeError("the agent is already started")
         from .harness.config import harness_config
         from .harness.connection import LocalConnection
-        from .harness.protocol import SessionCore
         from .tools import ToolRunner
 
         s = self._s
@@ -315,10 +337,8 @@ class Agent:
             if self._triggers is not None:
                 await self._triggers.stop()
             if self._conn is not None and self._failure is None and self._initialized.is_set():
-                from .harness.protocol import SESSION_END
-
                 with contextlib.suppress(Exception):
-                    await self._conn.send(SESSION_END)
+                    await self._conn.send(p.SESSION_END)
                     await self._wait(self._session_ended, _SESSION_END_TIMEOUT, "end the session")
             if not self._session_end_dispatched and self.hook_runner is not None:
                 self._session_end_dispatched = True
@@ -347,10 +367,9 @@ class Agent:
 
     async def _model_settings(self) -> Any:
         from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings
-        from .testing import ScriptedModel
 
         s = self._s
-        if isinstance(s.model, ScriptedModel):
+        if _is_served_model(s.model):
             if not s.model.started:
                 await s.model.start()
                 self._owned_model = s.model
@@ -385,27 +404,24 @@ class Agent:
 
     async def chat(self, prompt: str) -> ChatResponse:
         """Run one turn; raises TurnDeniedError when a pre_turn hook denies it."""
-        from .harness.protocol import TurnEnded
 
         async with self._turn_lock:
-            async for item in self._turn(prompt):
+            async for item in self._turn(prompt, streaming=False):
                 if isinstance(item, TurnEnded):
                     return self._finish(item)
         raise AssertionError("unreachable: a turn always ends with TurnEnded")
 
     async def stream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         """Run one turn, yielding text, thought and tool-call chunks as they arrive."""
-        from .harness.protocol import Chunk, TurnEnded
 
         async with self._turn_lock:
-            async for item in self._turn(prompt):
-                if isinstance(item, Chunk):
+            async for item in self._turn(prompt, streaming=True):
+                if isinstance(item, p.Chunk):
                     yield item.chunk
                 elif isinstance(item, TurnEnded):
                     self._finish(item)
 
-    async def _turn(self, prompt: str) -> AsyncIterator[Effect]:
-        from .harness.protocol import HALT, TurnEnded
+    async def _turn(self, prompt: str, *, streaming: bool) -> AsyncIterator[Effect]:
 
         if not self._started or self._core is None or self._conn is None:
             raise RuntimeError("start the agent first (async with agent: ...)")
@@ -414,17 +430,17 @@ class Agent:
         await self._wait(self._idle, _IDLE_TIMEOUT, "finish the previous turn")
         assert self.hook_runner is not None
         queue: asyncio.Queue[Effect | BaseException] = asyncio.Queue()
-        self._queue, self._denial = queue, None
+        self._queue, self._streaming, self._denial = queue, streaming, None
         self._idle.clear()
         self.hook_runner.begin_turn(prompt)
         finished = False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._s.turn_timeout
+        deadline = asyncio.get_running_loop().time() + self._s.turn_timeout
         try:
             await self._conn.send(self._core.user_input(prompt))
             while True:
                 try:
-                    item = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
+                    async with asyncio.timeout_at(deadline):
+                        item = await queue.get()
                 except TimeoutError:
                     raise TimeoutError(
                         f"the turn did not finish within {self._s.turn_timeout}s (halted)"
@@ -442,7 +458,7 @@ class Agent:
             if not finished and self._failure is None and self._conn is not None:
                 # Abandoned (error, timeout, cancellation, consumer gone): stop the harness's
                 # turn; the reader marks the agent idle when the harness confirms.
-                self._spawn(self._send_quietly(HALT))
+                self._spawn(self._send_quietly(p.HALT))
 
     def _finish(self, ended: TurnEnded) -> ChatResponse:
         if ended.cancelled and self._denial is not None:
@@ -472,13 +488,14 @@ class Agent:
         task.add_done_callback(self._tasks.discard)
 
     def _handle(self, effect: Effect) -> None:
-        from .harness import protocol as p
 
         if isinstance(effect, p.HookCall):
             self._spawn(self._answer_hook(effect))
-        elif isinstance(effect, (p.Chunk, p.TurnEnded)):
-            if isinstance(effect, p.TurnEnded):
-                self._idle.set()
+        elif isinstance(effect, p.Chunk):
+            if self._queue is not None and self._streaming:
+                self._queue.put_nowait(effect)
+        elif isinstance(effect, p.TurnEnded):
+            self._idle.set()
             if self._queue is not None:
                 self._queue.put_nowait(effect)
         elif isinstance(effect, p.RunTool):
@@ -508,17 +525,16 @@ class Agent:
             logger.debug("could not send %s: %s", next(iter(frame)), exc)
 
     async def _answer_hook(self, call: HookCall) -> None:
-        from .harness.protocol import failed_hook_reply, hook_reply
 
         try:
             outcome = await self._dispatch(call)
-            reply = hook_reply(call, outcome)
+            reply = p.hook_reply(call, outcome)
         except asyncio.CancelledError:
-            await self._send_quietly(failed_hook_reply(call, "hook dispatch was cancelled"))
+            await self._send_quietly(p.failed_hook_reply(call, "hook dispatch was cancelled"))
             raise
         except Exception as exc:
             logger.error("dispatching %s failed (answering fail-closed): %s", call.event, exc)
-            reply = failed_hook_reply(call, f"hook dispatch failed: {exc}")
+            reply = p.failed_hook_reply(call, f"hook dispatch failed: {exc}")
         await self._send_quietly(reply)
 
     async def _dispatch(self, call: HookCall) -> Any:
@@ -548,7 +564,6 @@ class Agent:
         return None
 
     async def _run_tool(self, effect: Any) -> None:
-        from .harness.protocol import tool_reply
         from .types import ToolResult
 
         assert self._tools is not None
@@ -556,42 +571,39 @@ class Agent:
             result = await self._tools.run(effect.call)
         except asyncio.CancelledError:
             result = ToolResult(name=effect.call.name, id=effect.call.id, error="cancelled")
-            await self._send_quietly(tool_reply(effect.call, result))
+            await self._send_quietly(p.tool_reply(effect.call, result))
             raise
-        await self._send_quietly(tool_reply(effect.call, result))
+        await self._send_quietly(p.tool_reply(effect.call, result))
 
     async def _ask_user(self, effect: Any) -> None:
-        from .harness.protocol import question_reply
 
         assert self.hook_runner is not None
         try:
             answer = await self.hook_runner.dispatch_interaction(effect.questions)
         except asyncio.CancelledError:
-            await self._send_quietly(question_reply(effect, None))
+            await self._send_quietly(p.question_reply(effect, None))
             raise
-        await self._send_quietly(question_reply(effect, answer))
+        await self._send_quietly(p.question_reply(effect, answer))
 
     async def _confirm_tool(self, effect: Any) -> None:
-        from .harness.protocol import confirmation_reply
 
         assert self.hook_runner is not None
         try:
             result = await self.hook_runner.dispatch_pre_tool_call(effect.call)
         except asyncio.CancelledError:
-            await self._send_quietly(confirmation_reply(effect, False))
+            await self._send_quietly(p.confirmation_reply(effect, False))
             raise
-        await self._send_quietly(confirmation_reply(effect, result.allow))
+        await self._send_quietly(p.confirmation_reply(effect, result.allow))
 
     async def _policy_request(self, effect: Any) -> None:
-        from .harness.protocol import policy_reply
 
         assert self.hook_runner is not None
         try:
             result = await self.hook_runner.dispatch_pre_tool_call(effect.call)
         except asyncio.CancelledError:
-            await self._send_quietly(policy_reply(effect, HookResult(allow=False)))
+            await self._send_quietly(p.policy_reply(effect, HookResult(allow=False)))
             raise
-        await self._send_quietly(policy_reply(effect, result))
+        await self._send_quietly(p.policy_reply(effect, result))
 
 
 # -- module-level so that nothing the event loop holds keeps an Agent alive ---------------
@@ -630,7 +642,7 @@ def _abandon(
     loop: asyncio.AbstractEventLoop,
     reader: asyncio.Task[None],
     conn: Connection,
-    model: ScriptedModel | None,
+    model: ServedModel | None,
 ) -> None:
     """Finalizer of an agent collected (or left at exit) while started: end its harness.
 
@@ -657,7 +669,7 @@ def _abandon(
 
 
 async def _close_abandoned(
-    reader: asyncio.Task[None], conn: Connection, model: ScriptedModel | None
+    reader: asyncio.Task[None], conn: Connection, model: ServedModel | None
 ) -> None:
     reader.cancel()
     await asyncio.wait([reader], timeout=1.0)
