@@ -83,15 +83,16 @@ class Probe:
 
     def __init__(self) -> None:
         self.active = False
-        self.pending: dict[tuple[str, str], int] = {}
+        self.pending: dict[tuple[str, str], tuple[int, int]] = {}
         self.latencies_ns: list[int] = []
+        self.cpu_ns: list[int] = []  # this thread's CPU from frame delivered to reply written
         self.requests = 0
         self.frames = 0
 
     def install(self) -> None:
         from websockets.asyncio.connection import Connection
 
-        probe, clock = self, time.perf_counter_ns
+        probe, clock, cpu_clock = self, time.perf_counter_ns, time.thread_time_ns
         recv, send = Connection.recv, Connection.send
 
         async def timed_recv(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -104,7 +105,8 @@ class Probe:
                     rid = _ID.search(data)
                     if rid:
                         probe.requests += 1
-                        probe.pending[(kind.group(1)[:4], rid.group(1))] = clock()
+                        key = (kind.group(1)[:4], rid.group(1))
+                        probe.pending[key] = (clock(), cpu_clock())
             return data
 
         async def timed_send(self: Any, message: Any, *args: Any, **kwargs: Any) -> Any:
@@ -117,7 +119,8 @@ class Probe:
                         probe.pending.pop((kind.group(1)[:4], rid.group(1)), None) if rid else None
                     )
                     if began is not None:
-                        probe.latencies_ns.append(clock() - began)
+                        probe.latencies_ns.append(clock() - began[0])
+                        probe.cpu_ns.append(cpu_clock() - began[1])
             return result
 
         Connection.recv = timed_recv  # type: ignore[method-assign]
@@ -288,6 +291,7 @@ async def worker(
                 cpu_callback_ms=cpu / max(1, probe.requests) * 1000,
                 lat_median_us=statistics.median(lat) / 1000 if lat else None,
                 lat_p90_us=lat[int(len(lat) * 0.9)] / 1000 if lat else None,
+                callback_cpu_us=statistics.median(probe.cpu_ns) / 1000 if probe.cpu_ns else None,
                 answer_ok=answer.strip().endswith("done"),
             )
     finally:
@@ -335,6 +339,56 @@ def model_server(calls: int, env: dict[str, str]) -> Any:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+_FLOOR_SERVER = """
+import asyncio, json, sys
+from websockets.asyncio.server import serve
+frame = json.dumps({"stepUpdate": {"trajectoryId": "a" * 32, "stepIndex": 3,
+    "state": "STATE_ACTIVE", "text": "Tool execution",
+    "runCommand": {"commandLine": "true", "workingDir": "/tmp/ws"}}, "seqNum": "12"})
+async def handler(ws):
+    await ws.recv()
+    for _ in range(int(sys.argv[1])):
+        await ws.send(frame)
+        await asyncio.sleep(float(sys.argv[2]))
+    await ws.send("END")
+async def main():
+    async with serve(handler, "127.0.0.1", 0) as server:
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Future()
+asyncio.run(main())
+"""
+
+
+async def _floor_client(port: int) -> float:
+    from websockets.asyncio.client import connect
+
+    async with connect(f"ws://127.0.0.1:{port}/", ping_interval=None, compression=None) as ws:
+        await ws.send("go")
+        cpu0, frames = cpu_seconds(), 0
+        while (text := await ws.recv()) != "END":
+            json.loads(text)
+            frames += 1
+        return (cpu_seconds() - cpu0) / max(1, frames)
+
+
+def wake_floor_us(gap: float, frames: int = 300) -> float:
+    """This box's CPU per frame for a bare websockets client that only json.loads frames
+    arriving `gap` seconds apart: the cost any client pays per harness frame, before it
+    does any work of its own."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", _FLOOR_SERVER, str(frames), str(gap)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        return asyncio.run(_floor_client(port)) * 1e6
+    finally:
+        server.kill()
+        server.wait()
 
 
 def med(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -425,6 +479,7 @@ def report(results: dict[str, dict[str, list[dict[str, Any]]]], sdks: list[str],
         ("callbacks per turn", "ext", "callbacks", True),
         ("callback frame-in -> reply-out, median (µs)", "ext", "lat_median_us", True),
         ("callback frame-in -> reply-out, p90 (µs)", "ext", "lat_p90_us", True),
+        ("callback frame-in -> reply-out, CPU (µs)", "ext", "callback_cpu_us", True),
         ("peak RSS, SDK only (MB)", "ext", "rss_mb", True),
         ("peak RSS, model in-process (MB)", "inproc", "rss_mb", True),
     ]
@@ -453,6 +508,12 @@ def report(results: dict[str, dict[str, list[dict[str, Any]]]], sdks: list[str],
         print(line)
     if "official" not in sdks:
         print("\nofficial SDK not installed; skipped")
+    frames = med(results["ours"].get("ext", []), "frames") or 0
+    print(
+        "\nfloor on this box (bare websockets client, json.loads only, CPU per frame): "
+        + ", ".join(f"{wake_floor_us(gap):.0f} µs at {gap * 1000:g} ms gaps" for gap in (0, 0.002))
+        + f"; the harness sends {frames / max(1, args.calls):.1f} frames per tool call"
+    )
     print(
         "\nofficial SDK as reported earlier: start 0.176 s, 3.8 ms CPU/tool call, "
         "0.7-0.9 ms/callback, 62.6 MB RSS"

@@ -4,44 +4,13 @@
 # This file has been @generated
 
 __all__ = (
-    "ActionCompaction",
-    "ActionCreateFile",
-    "ActionCustomTool",
-    "ActionEditFile",
-    "ActionEditFileDiffBlock",
-    "ActionEditFileDiffLine",
-    "ActionEditFileDiffLineLineAction",
-    "ActionError",
-    "ActionFindFile",
-    "ActionFinish",
-    "ActionGenerateImage",
-    "ActionInvokeSubagent",
-    "ActionListDirectory",
-    "ActionListDirectoryResult",
-    "ActionMcpTool",
-    "ActionReadUrlContent",
-    "ActionRunCommand",
-    "ActionRunWorkflow",
-    "ActionSearchDirectory",
-    "ActionSearchWeb",
-    "ActionSkillLookup",
-    "ActionSkillLookupOperation",
-    "ActionViewFile",
     "AgentBehavior",
     "AppendedSystemInstructions",
     "AppendedSystemInstructionsSection",
-    "AutoPolicyConfig",
     "BudgetConfig",
     "BudgetConfigBudgetScope",
-    "CallHookRequest",
-    "CallHookResponse",
     "ClientInfo",
     "CompactionConfig",
-    "CustomAgent",
-    "CustomEndpoint",
-    "CustomSystemInstructions",
-    "CustomSystemInstructionsPart",
-    "EmptyResult",
     "FileEditToolConfig",
     "FilesystemWorkspace",
     "FindToolConfig",
@@ -54,9 +23,7 @@ __all__ = (
     "HarnessConfigSessionContinuationMode",
     "HarnessSideTools",
     "InitializeConversationEvent",
-    "InitializeConversationResponse",
     "InputConfig",
-    "InputEvent",
     "LifecycleHook",
     "ListDirToolConfig",
     "ManageTaskToolConfig",
@@ -64,89 +31,24 @@ __all__ = (
     "McpServerConfig",
     "McpServerConfigAuthProviderType",
     "McpStdioTransport",
-    "Media",
-    "Modality",
-    "ModalityTokenCount",
     "ModelApiRetryConfig",
     "ModelConfig",
     "ModelOutputRetryConfig",
     "ModelType",
-    "MultipleChoice",
-    "MultipleChoiceAnswer",
-    "OnCompactionArgs",
-    "OnToolErrorArgs",
-    "OnToolErrorResult",
     "OutputConfig",
-    "OutputEvent",
     "PermissionsConfig",
-    "PolicyConfig",
-    "PolicyConfigWorkspaceContainment",
-    "PolicyDecision",
-    "PolicyDecisionRequest",
-    "PolicyDecisionResponse",
-    "PolicyEvaluationOutcome",
-    "PolicyRule",
-    "PostToolArgs",
-    "PostTurnArgs",
-    "PreToolArgs",
-    "PreToolResult",
-    "PreToolResultDecision",
-    "PreTurnArgs",
-    "PreTurnResult",
-    "PreTurnResultDecision",
     "ReadUrlContentToolConfig",
     "RetryConfig",
-    "RulesConfig",
     "RunCommandToolConfig",
     "RunWorkflowToolConfig",
-    "SandboxStatus",
     "ScheduleToolConfig",
     "SearchWebToolConfig",
-    "SkillSource",
-    "SkillsConfig",
-    "StepUpdate",
-    "StepUpdateSource",
-    "StepUpdateState",
-    "StepUpdateTarget",
-    "StopArgs",
-    "StopResult",
-    "StopResultDecision",
-    "SubagentSkillsConfig",
-    "SubagentSkillsConfigInheritConfig",
-    "SubagentSkillsConfigNoneConfig",
-    "SubagentSkillsConfigOverrideConfig",
     "SubagentsConfig",
-    "SystemInstructionTemplate",
-    "SystemInstructionTemplateArg",
     "SystemInstructions",
-    "TemplateOverride",
     "Tool",
-    "ToolCall",
-    "ToolConfirmation",
-    "ToolConfirmationRequest",
     "ToolExecutionMode",
-    "ToolOutputTruncation",
-    "ToolOutputTruncationErrorStrategy",
-    "ToolOutputTruncationTruncateStrategy",
-    "ToolResponse",
     "ToolSearchConfig",
-    "TrajectoryStateUpdate",
-    "TrajectoryStateUpdateState",
-    "TrajectoryStateUpdateStopReason",
-    "TrajectoryUsageEntry",
-    "UsageMetadata",
-    "UsageUpdate",
-    "UserInput",
-    "UserInputMedia",
-    "UserInputPart",
-    "UserInputSlashCommand",
-    "UserQuestion",
-    "UserQuestionAnswer",
     "UserQuestionsConfig",
-    "UserQuestionsRequest",
-    "UserQuestionsResponse",
-    "UserQuestionsResponseQuestionsResponse",
-    "VertexEndpoint",
     "ViewFileToolConfig",
     "Workspace",
     "WriteToFileToolConfig",
@@ -160,62 +62,6 @@ from ...message_pool import default_message_pool
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
-
-
-class ActionEditFileDiffLineLineAction(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    INSERT = 1
-
-    DELETE = 2
-
-    NONE = 3
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "LINE_ACTION_UNSPECIFIED",
-            1: "LINE_ACTION_INSERT",
-            2: "LINE_ACTION_DELETE",
-            3: "LINE_ACTION_NONE",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "LINE_ACTION_UNSPECIFIED": 0,
-            "LINE_ACTION_INSERT": 1,
-            "LINE_ACTION_DELETE": 2,
-            "LINE_ACTION_NONE": 3,
-        }
-
-
-class ActionSkillLookupOperation(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    LIST_SKILLS = 1
-
-    LOOKUP_SKILLS = 2
-
-    GET_SKILL_RESOURCES = 3
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "OPERATION_UNSPECIFIED",
-            1: "OPERATION_LIST_SKILLS",
-            2: "OPERATION_LOOKUP_SKILLS",
-            3: "OPERATION_GET_SKILL_RESOURCES",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "OPERATION_UNSPECIFIED": 0,
-            "OPERATION_LIST_SKILLS": 1,
-            "OPERATION_LOOKUP_SKILLS": 2,
-            "OPERATION_GET_SKILL_RESOURCES": 3,
-        }
 
 
 class AgentBehavior(betterproto2.Enum):
@@ -352,20 +198,6 @@ class McpServerConfigAuthProviderType(betterproto2.Enum):
         }
 
 
-class Modality(betterproto2.Enum):
-    MODALITY_UNSPECIFIED = 0
-
-    TEXT = 1
-
-    IMAGE = 2
-
-    VIDEO = 3
-
-    AUDIO = 4
-
-    DOCUMENT = 5
-
-
 class ModelType(betterproto2.Enum):
     UNSPECIFIED = 0
 
@@ -390,198 +222,6 @@ class ModelType(betterproto2.Enum):
         }
 
 
-class PolicyConfigWorkspaceContainment(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    ENABLED = 1
-
-    DISABLED = 2
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "WORKSPACE_CONTAINMENT_UNSPECIFIED",
-            1: "WORKSPACE_CONTAINMENT_ENABLED",
-            2: "WORKSPACE_CONTAINMENT_DISABLED",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "WORKSPACE_CONTAINMENT_UNSPECIFIED": 0,
-            "WORKSPACE_CONTAINMENT_ENABLED": 1,
-            "WORKSPACE_CONTAINMENT_DISABLED": 2,
-        }
-
-
-class PolicyDecision(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    ALLOW = 1
-
-    DENY = 2
-
-    ASK_USER = 3
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "POLICY_DECISION_UNSPECIFIED",
-            1: "POLICY_DECISION_ALLOW",
-            2: "POLICY_DECISION_DENY",
-            3: "POLICY_DECISION_ASK_USER",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "POLICY_DECISION_UNSPECIFIED": 0,
-            "POLICY_DECISION_ALLOW": 1,
-            "POLICY_DECISION_DENY": 2,
-            "POLICY_DECISION_ASK_USER": 3,
-        }
-
-
-class PolicyEvaluationOutcome(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    ALLOW = 1
-
-    DENY = 2
-
-    NO_MATCH = 3
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "POLICY_EVALUATION_OUTCOME_UNSPECIFIED",
-            1: "POLICY_EVALUATION_OUTCOME_ALLOW",
-            2: "POLICY_EVALUATION_OUTCOME_DENY",
-            3: "POLICY_EVALUATION_OUTCOME_NO_MATCH",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "POLICY_EVALUATION_OUTCOME_UNSPECIFIED": 0,
-            "POLICY_EVALUATION_OUTCOME_ALLOW": 1,
-            "POLICY_EVALUATION_OUTCOME_DENY": 2,
-            "POLICY_EVALUATION_OUTCOME_NO_MATCH": 3,
-        }
-
-
-class PreToolResultDecision(betterproto2.Enum):
-    DECISION_UNSPECIFIED = 0
-
-    ALLOW = 1
-
-    DENY = 2
-
-
-class PreTurnResultDecision(betterproto2.Enum):
-    DECISION_UNSPECIFIED = 0
-
-    ALLOW = 1
-
-    DENY = 2
-
-
-class StepUpdateSource(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    SYSTEM = 1
-
-    USER = 2
-
-    MODEL = 3
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "SOURCE_UNSPECIFIED",
-            1: "SOURCE_SYSTEM",
-            2: "SOURCE_USER",
-            3: "SOURCE_MODEL",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "SOURCE_UNSPECIFIED": 0,
-            "SOURCE_SYSTEM": 1,
-            "SOURCE_USER": 2,
-            "SOURCE_MODEL": 3,
-        }
-
-
-class StepUpdateState(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    ACTIVE = 1
-
-    DONE = 2
-
-    WAITING_FOR_USER = 3
-
-    ERROR = 4
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "STATE_UNSPECIFIED",
-            1: "STATE_ACTIVE",
-            2: "STATE_DONE",
-            3: "STATE_WAITING_FOR_USER",
-            4: "STATE_ERROR",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "STATE_UNSPECIFIED": 0,
-            "STATE_ACTIVE": 1,
-            "STATE_DONE": 2,
-            "STATE_WAITING_FOR_USER": 3,
-            "STATE_ERROR": 4,
-        }
-
-
-class StepUpdateTarget(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    USER = 1
-
-    MODEL = 2
-
-    ENVIRONMENT = 3
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "TARGET_UNSPECIFIED",
-            1: "TARGET_USER",
-            2: "TARGET_MODEL",
-            3: "TARGET_ENVIRONMENT",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "TARGET_UNSPECIFIED": 0,
-            "TARGET_USER": 1,
-            "TARGET_MODEL": 2,
-            "TARGET_ENVIRONMENT": 3,
-        }
-
-
-class StopResultDecision(betterproto2.Enum):
-    DECISION_UNSPECIFIED = 0
-
-    ALLOW_STOP = 1
-
-    CONTINUE = 2
-
-
 class ToolExecutionMode(betterproto2.Enum):
     UNSPECIFIED = 0
 
@@ -604,381 +244,6 @@ class ToolExecutionMode(betterproto2.Enum):
             "TOOL_EXECUTION_MODE_SYNC": 1,
             "TOOL_EXECUTION_MODE_ASYNC": 2,
         }
-
-
-class TrajectoryStateUpdateState(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    RUNNING = 1
-
-    FULLY_IDLE = 2
-
-    CANCELLED = 3
-
-    WAITING_FOR_TASKS = 4
-
-    WAITING_FOR_SUBAGENTS = 5
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "STATE_UNSPECIFIED",
-            1: "STATE_RUNNING",
-            2: "STATE_FULLY_IDLE",
-            3: "STATE_CANCELLED",
-            4: "STATE_WAITING_FOR_TASKS",
-            5: "STATE_WAITING_FOR_SUBAGENTS",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "STATE_UNSPECIFIED": 0,
-            "STATE_RUNNING": 1,
-            "STATE_FULLY_IDLE": 2,
-            "STATE_CANCELLED": 3,
-            "STATE_WAITING_FOR_TASKS": 4,
-            "STATE_WAITING_FOR_SUBAGENTS": 5,
-        }
-
-
-class TrajectoryStateUpdateStopReason(betterproto2.Enum):
-    UNSPECIFIED = 0
-
-    MAX_MODEL_CALLS_EXCEEDED = 1
-
-    MAX_TOOL_CALLS_EXCEEDED = 2
-
-    MAX_INPUT_TOKENS_EXCEEDED = 3
-
-    MAX_OUTPUT_TOKENS_EXCEEDED = 4
-
-    MAX_TOTAL_TOKENS_EXCEEDED = 5
-
-    QUOTA_EXHAUSTED = 6
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "STOP_REASON_UNSPECIFIED",
-            1: "STOP_REASON_MAX_MODEL_CALLS_EXCEEDED",
-            2: "STOP_REASON_MAX_TOOL_CALLS_EXCEEDED",
-            3: "STOP_REASON_MAX_INPUT_TOKENS_EXCEEDED",
-            4: "STOP_REASON_MAX_OUTPUT_TOKENS_EXCEEDED",
-            5: "STOP_REASON_MAX_TOTAL_TOKENS_EXCEEDED",
-            6: "STOP_REASON_QUOTA_EXHAUSTED",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "STOP_REASON_UNSPECIFIED": 0,
-            "STOP_REASON_MAX_MODEL_CALLS_EXCEEDED": 1,
-            "STOP_REASON_MAX_TOOL_CALLS_EXCEEDED": 2,
-            "STOP_REASON_MAX_INPUT_TOKENS_EXCEEDED": 3,
-            "STOP_REASON_MAX_OUTPUT_TOKENS_EXCEEDED": 4,
-            "STOP_REASON_MAX_TOTAL_TOKENS_EXCEEDED": 5,
-            "STOP_REASON_QUOTA_EXHAUSTED": 6,
-        }
-
-
-@dataclass(eq=False, repr=False)
-class ActionCompaction(betterproto2.Message):
-    pass
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionCompaction", ActionCompaction
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionCreateFile(betterproto2.Message):
-    file_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    contents: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionCreateFile", ActionCreateFile
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionCustomTool(betterproto2.Message):
-    tool_call: "ToolCall | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
-
-    tool_response: "ToolResponse | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionCustomTool", ActionCustomTool
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionEditFile(betterproto2.Message):
-    file_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    diff_block: "list[ActionEditFileDiffBlock]" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message("antigravity.localharness", "ActionEditFile", ActionEditFile)
-
-
-@dataclass(eq=False, repr=False)
-class ActionEditFileDiffBlock(betterproto2.Message):
-    start_line: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
-
-    end_line: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
-
-    lines: "list[ActionEditFileDiffLine]" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionEditFile.DiffBlock", ActionEditFileDiffBlock
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionEditFileDiffLine(betterproto2.Message):
-    text: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    action: "ActionEditFileDiffLineLineAction" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, default_factory=lambda: ActionEditFileDiffLineLineAction(0)
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionEditFile.DiffLine", ActionEditFileDiffLine
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionError(betterproto2.Message):
-    error_message: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    http_code: "int" = betterproto2.field(2, betterproto2.TYPE_UINT32)
-
-
-default_message_pool.register_message("antigravity.localharness", "ActionError", ActionError)
-
-
-@dataclass(eq=False, repr=False)
-class ActionFindFile(betterproto2.Message):
-    directory_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    query: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    output: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "ActionFindFile", ActionFindFile)
-
-
-@dataclass(eq=False, repr=False)
-class ActionFinish(betterproto2.Message):
-    output_string: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "ActionFinish", ActionFinish)
-
-
-@dataclass(eq=False, repr=False)
-class ActionGenerateImage(betterproto2.Message):
-    prompt: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    image_paths: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
-
-    image_name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    aspect_ratio: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    output_path: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionGenerateImage", ActionGenerateImage
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionInvokeSubagent(betterproto2.Message):
-    pass
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionInvokeSubagent", ActionInvokeSubagent
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionListDirectory(betterproto2.Message):
-    directory_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    results: "list[ActionListDirectoryResult]" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionListDirectory", ActionListDirectory
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionListDirectoryResult(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - info:
-    """
-
-    is_directory: "bool | None" = betterproto2.field(
-        2, betterproto2.TYPE_BOOL, optional=True, group="info"
-    )
-
-    file_size: "int | None" = betterproto2.field(
-        3, betterproto2.TYPE_UINT64, optional=True, group="info"
-    )
-
-    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionListDirectory.Result", ActionListDirectoryResult
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionMcpTool(betterproto2.Message):
-    server_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    tool_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    arguments_json: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "ActionMcpTool", ActionMcpTool)
-
-
-@dataclass(eq=False, repr=False)
-class ActionReadUrlContent(betterproto2.Message):
-    url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    title: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    summary: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    content_path: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionReadUrlContent", ActionReadUrlContent
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionRunCommand(betterproto2.Message):
-    command_line: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    working_dir: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    exit_code: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
-
-    combined_output: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionRunCommand", ActionRunCommand
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionRunWorkflow(betterproto2.Message):
-    script_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    output: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    script: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionRunWorkflow", ActionRunWorkflow
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionSearchDirectory(betterproto2.Message):
-    directory_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    query: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    num_results: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionSearchDirectory", ActionSearchDirectory
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionSearchWeb(betterproto2.Message):
-    query: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    domain: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    summary: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionSearchWeb", ActionSearchWeb
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionSkillLookup(betterproto2.Message):
-    operation: "ActionSkillLookupOperation" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: ActionSkillLookupOperation(0)
-    )
-
-    requested_skill_names: "list[str]" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, repeated=True
-    )
-
-    resolved_skill_names: "list[str]" = betterproto2.field(
-        3, betterproto2.TYPE_STRING, repeated=True
-    )
-
-    error_message: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ActionSkillLookup", ActionSkillLookup
-)
-
-
-@dataclass(eq=False, repr=False)
-class ActionViewFile(betterproto2.Message):
-    file_path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    start_line: "int" = betterproto2.field(2, betterproto2.TYPE_UINT32)
-
-    end_line: "int" = betterproto2.field(3, betterproto2.TYPE_UINT32)
-
-    content_offset: "int" = betterproto2.field(4, betterproto2.TYPE_INT32)
-
-
-default_message_pool.register_message("antigravity.localharness", "ActionViewFile", ActionViewFile)
 
 
 @dataclass(eq=False, repr=False)
@@ -1010,18 +275,6 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
-class AutoPolicyConfig(betterproto2.Message):
-    enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
-
-    model: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "AutoPolicyConfig", AutoPolicyConfig
-)
-
-
-@dataclass(eq=False, repr=False)
 class BudgetConfig(betterproto2.Message):
     max_model_calls: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
@@ -1039,100 +292,6 @@ class BudgetConfig(betterproto2.Message):
 
 
 default_message_pool.register_message("antigravity.localharness", "BudgetConfig", BudgetConfig)
-
-
-@dataclass(eq=False, repr=False)
-class CallHookRequest(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - args:
-    """
-
-    pre_turn_args: "PreTurnArgs | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="args"
-    )
-
-    post_turn_args: "PostTurnArgs | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True, group="args"
-    )
-
-    pre_tool_args: "PreToolArgs | None" = betterproto2.field(
-        5, betterproto2.TYPE_MESSAGE, optional=True, group="args"
-    )
-
-    post_tool_args: "PostToolArgs | None" = betterproto2.field(
-        6, betterproto2.TYPE_MESSAGE, optional=True, group="args"
-    )
-
-    on_tool_error_args: "OnToolErrorArgs | None" = betterproto2.field(
-        8, betterproto2.TYPE_MESSAGE, optional=True, group="args"
-    )
-
-    on_compaction_args: "OnCompactionArgs | None" = betterproto2.field(
-        9, betterproto2.TYPE_MESSAGE, optional=True, group="args"
-    )
-
-    stop_args: "StopArgs | None" = betterproto2.field(
-        10, betterproto2.TYPE_MESSAGE, optional=True, group="args"
-    )
-
-    request_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    type: "LifecycleHook" = betterproto2.field(
-        7, betterproto2.TYPE_ENUM, default_factory=lambda: LifecycleHook(0)
-    )
-
-    client_id: "str" = betterproto2.field(11, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "CallHookRequest", CallHookRequest
-)
-
-
-@dataclass(eq=False, repr=False)
-class CallHookResponse(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - result:
-    """
-
-    pre_turn_result: "PreTurnResult | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
-
-    pre_tool_result: "PreToolResult | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
-
-    empty_result: "EmptyResult | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
-
-    error_message: "str | None" = betterproto2.field(
-        5, betterproto2.TYPE_STRING, optional=True, group="result"
-    )
-
-    on_tool_error_result: "OnToolErrorResult | None" = betterproto2.field(
-        6, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
-
-    stop_result: "StopResult | None" = betterproto2.field(
-        7, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
-
-    request_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "CallHookResponse", CallHookResponse
-)
 
 
 @dataclass(eq=False, repr=False)
@@ -1167,93 +326,6 @@ class CompactionConfig(betterproto2.Message):
 default_message_pool.register_message(
     "antigravity.localharness", "CompactionConfig", CompactionConfig
 )
-
-
-@dataclass(eq=False, repr=False)
-class CustomAgent(betterproto2.Message):
-    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    system_instructions: "SystemInstructions | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    harness_side_tools: "HarnessSideTools | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    tools: "list[Tool]" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, repeated=True)
-
-    skills_config: "SubagentSkillsConfig | None" = betterproto2.field(
-        6, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    agent_behavior: "AgentBehavior" = betterproto2.field(
-        7, betterproto2.TYPE_ENUM, default_factory=lambda: AgentBehavior(0)
-    )
-
-    model: "ModelConfig | None" = betterproto2.field(10, betterproto2.TYPE_MESSAGE, optional=True)
-
-
-default_message_pool.register_message("antigravity.localharness", "CustomAgent", CustomAgent)
-
-
-@dataclass(eq=False, repr=False)
-class CustomEndpoint(betterproto2.Message):
-    backend_type: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    config_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "CustomEndpoint", CustomEndpoint)
-
-
-@dataclass(eq=False, repr=False)
-class CustomSystemInstructions(betterproto2.Message):
-    part: "list[CustomSystemInstructionsPart]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "CustomSystemInstructions", CustomSystemInstructions
-)
-
-
-@dataclass(eq=False, repr=False)
-class CustomSystemInstructionsPart(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - part:
-    """
-
-    text: "str | None" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, optional=True, group="part"
-    )
-
-    template: "SystemInstructionTemplate | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="part"
-    )
-
-    builtin_section: "str | None" = betterproto2.field(
-        3, betterproto2.TYPE_STRING, optional=True, group="part"
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "CustomSystemInstructions.Part", CustomSystemInstructionsPart
-)
-
-
-@dataclass(eq=False, repr=False)
-class EmptyResult(betterproto2.Message):
-    pass
-
-
-default_message_pool.register_message("antigravity.localharness", "EmptyResult", EmptyResult)
 
 
 @dataclass(eq=False, repr=False)
@@ -1370,12 +442,6 @@ class HarnessConfig(betterproto2.Message):
 
     workspaces: "list[Workspace]" = betterproto2.field(8, betterproto2.TYPE_MESSAGE, repeated=True)
 
-    skills_paths: "list[str]" = betterproto2.field(9, betterproto2.TYPE_STRING, repeated=True)
-
-    finish_tool_schema_json: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-
-    initial_trajectory: "bytes" = betterproto2.field(11, betterproto2.TYPE_BYTES)
-
     app_data_dir: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
 
     mcp_servers: "list[McpServerConfig]" = betterproto2.field(
@@ -1388,20 +454,8 @@ class HarnessConfig(betterproto2.Message):
         16, betterproto2.TYPE_ENUM, repeated=True
     )
 
-    custom_subagents: "list[CustomAgent]" = betterproto2.field(
-        17, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-    tool_output_truncation: "ToolOutputTruncation | None" = betterproto2.field(
-        18, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
     retry_config: "RetryConfig | None" = betterproto2.field(
         20, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    policy_config: "PolicyConfig | None" = betterproto2.field(
-        21, betterproto2.TYPE_MESSAGE, optional=True
     )
 
     agent_behavior: "AgentBehavior" = betterproto2.field(
@@ -1415,16 +469,6 @@ class HarnessConfig(betterproto2.Message):
     compaction_config: "CompactionConfig | None" = betterproto2.field(
         24, betterproto2.TYPE_MESSAGE, optional=True
     )
-
-    skills_config: "SkillsConfig | None" = betterproto2.field(
-        27, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    rules_config: "RulesConfig | None" = betterproto2.field(
-        28, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    mcp_max_output_bytes: "int" = betterproto2.field(29, betterproto2.TYPE_INT32)
 
 
 default_message_pool.register_message("antigravity.localharness", "HarnessConfig", HarnessConfig)
@@ -1506,6 +550,10 @@ default_message_pool.register_message(
 
 @dataclass(eq=False, repr=False)
 class InitializeConversationEvent(betterproto2.Message):
+    """
+    ------------------------------------------------------------ first JSON frame
+    """
+
     config: "HarnessConfig | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
 
@@ -1515,31 +563,11 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
-class InitializeConversationResponse(betterproto2.Message):
-    cascade_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    history: "list[StepUpdate]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
-
-    cumulative_usage: "UsageMetadata | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    trajectory_usage: "list[TrajectoryUsageEntry]" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-    sandbox_status: "SandboxStatus | None" = betterproto2.field(
-        5, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "InitializeConversationResponse", InitializeConversationResponse
-)
-
-
-@dataclass(eq=False, repr=False)
 class InputConfig(betterproto2.Message):
+    """
+    ------------------------------------------------------------ binary handshake
+    """
+
     storage_directory: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
     port: "int" = betterproto2.field(2, betterproto2.TYPE_UINT32)
@@ -1560,55 +588,6 @@ class InputConfig(betterproto2.Message):
 
 
 default_message_pool.register_message("antigravity.localharness", "InputConfig", InputConfig)
-
-
-@dataclass(eq=False, repr=False)
-class InputEvent(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - event:
-    """
-
-    user_input: "UserInput | None" = betterproto2.field(
-        7, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    tool_confirmation: "ToolConfirmation | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    tool_response: "ToolResponse | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    question_response: "UserQuestionsResponse | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    halt_request: "bool | None" = betterproto2.field(
-        5, betterproto2.TYPE_BOOL, optional=True, group="event"
-    )
-
-    automated_trigger: "str | None" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, optional=True, group="event"
-    )
-
-    call_hook_response: "CallHookResponse | None" = betterproto2.field(
-        8, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    session_end_request: "bool | None" = betterproto2.field(
-        9, betterproto2.TYPE_BOOL, optional=True, group="event"
-    )
-
-    policy_decision_response: "PolicyDecisionResponse | None" = betterproto2.field(
-        10, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-
-default_message_pool.register_message("antigravity.localharness", "InputEvent", InputEvent)
 
 
 @dataclass(eq=False, repr=False)
@@ -1703,32 +682,6 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
-class Media(betterproto2.Message):
-    mime_type: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    data: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
-
-
-default_message_pool.register_message("antigravity.localharness", "Media", Media)
-
-
-@dataclass(eq=False, repr=False)
-class ModalityTokenCount(betterproto2.Message):
-    modality: "Modality" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Modality(0)
-    )
-
-    token_count: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ModalityTokenCount", ModalityTokenCount
-)
-
-
-@dataclass(eq=False, repr=False)
 class ModelApiRetryConfig(betterproto2.Message):
     max_retries: "int" = betterproto2.field(1, betterproto2.TYPE_UINT32)
 
@@ -1757,16 +710,8 @@ class ModelConfig(betterproto2.Message):
         3, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
     )
 
-    vertex_endpoint: "VertexEndpoint | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
-    )
-
     gemma_endpoint: "GemmaEndpoint | None" = betterproto2.field(
         6, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
-    )
-
-    custom_endpoint: "CustomEndpoint | None" = betterproto2.field(
-        7, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
     )
 
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -1788,76 +733,6 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
-class MultipleChoice(betterproto2.Message):
-    question: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    choices: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
-
-    is_multi_select: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
-
-
-default_message_pool.register_message("antigravity.localharness", "MultipleChoice", MultipleChoice)
-
-
-@dataclass(eq=False, repr=False)
-class MultipleChoiceAnswer(betterproto2.Message):
-    selected_choice_indices: "list[int]" = betterproto2.field(
-        1, betterproto2.TYPE_INT32, repeated=True
-    )
-
-    freeform_response: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "MultipleChoiceAnswer", MultipleChoiceAnswer
-)
-
-
-@dataclass(eq=False, repr=False)
-class OnCompactionArgs(betterproto2.Message):
-    trajectory_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    step_index: "int" = betterproto2.field(2, betterproto2.TYPE_UINT32)
-
-    summary: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "OnCompactionArgs", OnCompactionArgs
-)
-
-
-@dataclass(eq=False, repr=False)
-class OnToolErrorArgs(betterproto2.Message):
-    tool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    error_message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    server_name: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    call_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    trajectory_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-
-    step_index: "int" = betterproto2.field(7, betterproto2.TYPE_UINT32)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "OnToolErrorArgs", OnToolErrorArgs
-)
-
-
-@dataclass(eq=False, repr=False)
-class OnToolErrorResult(betterproto2.Message):
-    custom_error_message: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "OnToolErrorResult", OnToolErrorResult
-)
-
-
-@dataclass(eq=False, repr=False)
 class OutputConfig(betterproto2.Message):
     port: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
 
@@ -1868,55 +743,6 @@ default_message_pool.register_message("antigravity.localharness", "OutputConfig"
 
 
 @dataclass(eq=False, repr=False)
-class OutputEvent(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - event:
-    """
-
-    step_update: "StepUpdate | None" = betterproto2.field(
-        10, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    trajectory_state_update: "TrajectoryStateUpdate | None" = betterproto2.field(
-        11, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    tool_call: "ToolCall | None" = betterproto2.field(
-        12, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    initialize_conversation_response: "InitializeConversationResponse | None" = betterproto2.field(
-        13, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    call_hook_request: "CallHookRequest | None" = betterproto2.field(
-        14, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    session_end_response: "bool | None" = betterproto2.field(
-        15, betterproto2.TYPE_BOOL, optional=True, group="event"
-    )
-
-    policy_decision_request: "PolicyDecisionRequest | None" = betterproto2.field(
-        16, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    usage_update: "UsageUpdate | None" = betterproto2.field(
-        17, betterproto2.TYPE_MESSAGE, optional=True, group="event"
-    )
-
-    seq_num: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
-
-    timestamp_micros: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
-
-
-default_message_pool.register_message("antigravity.localharness", "OutputEvent", OutputEvent)
-
-
-@dataclass(eq=False, repr=False)
 class PermissionsConfig(betterproto2.Message):
     enforce_workspace_validation: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
 
@@ -1924,160 +750,6 @@ class PermissionsConfig(betterproto2.Message):
 default_message_pool.register_message(
     "antigravity.localharness", "PermissionsConfig", PermissionsConfig
 )
-
-
-@dataclass(eq=False, repr=False)
-class PolicyConfig(betterproto2.Message):
-    rules: "list[PolicyRule]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
-
-    workspace_containment: "PolicyConfigWorkspaceContainment" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, default_factory=lambda: PolicyConfigWorkspaceContainment(0)
-    )
-
-    auto_config: "AutoPolicyConfig | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-
-default_message_pool.register_message("antigravity.localharness", "PolicyConfig", PolicyConfig)
-
-
-@dataclass(eq=False, repr=False)
-class PolicyDecisionRequest(betterproto2.Message):
-    request_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    rule_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    tool_args: "PreToolArgs | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    reason: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "PolicyDecisionRequest", PolicyDecisionRequest
-)
-
-
-@dataclass(eq=False, repr=False)
-class PolicyDecisionResponse(betterproto2.Message):
-    request_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    outcome: "PolicyEvaluationOutcome" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, default_factory=lambda: PolicyEvaluationOutcome(0)
-    )
-
-    deny_reason: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "PolicyDecisionResponse", PolicyDecisionResponse
-)
-
-
-@dataclass(eq=False, repr=False)
-class PolicyRule(betterproto2.Message):
-    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    server_name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    decision: "PolicyDecision" = betterproto2.field(
-        4, betterproto2.TYPE_ENUM, default_factory=lambda: PolicyDecision(0)
-    )
-
-    deny_reason: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    is_dynamic: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
-
-    rule_id: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "PolicyRule", PolicyRule)
-
-
-@dataclass(eq=False, repr=False)
-class PostToolArgs(betterproto2.Message):
-    tool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    result: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    error: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    server_name: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    call_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-
-    trajectory_id: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
-
-    step_index: "int" = betterproto2.field(8, betterproto2.TYPE_UINT32)
-
-
-default_message_pool.register_message("antigravity.localharness", "PostToolArgs", PostToolArgs)
-
-
-@dataclass(eq=False, repr=False)
-class PostTurnArgs(betterproto2.Message):
-    response_text: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    trajectory_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "PostTurnArgs", PostTurnArgs)
-
-
-@dataclass(eq=False, repr=False)
-class PreToolArgs(betterproto2.Message):
-    tool_name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    arguments_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    server_name: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    call_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    trajectory_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-    step_index: "int" = betterproto2.field(6, betterproto2.TYPE_UINT32)
-
-
-default_message_pool.register_message("antigravity.localharness", "PreToolArgs", PreToolArgs)
-
-
-@dataclass(eq=False, repr=False)
-class PreToolResult(betterproto2.Message):
-    decision: "PreToolResultDecision" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: PreToolResultDecision(0)
-    )
-
-    reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "PreToolResult", PreToolResult)
-
-
-@dataclass(eq=False, repr=False)
-class PreTurnArgs(betterproto2.Message):
-    user_input: "UserInput | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
-
-    trajectory_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "PreTurnArgs", PreTurnArgs)
-
-
-@dataclass(eq=False, repr=False)
-class PreTurnResult(betterproto2.Message):
-    decision: "PreTurnResultDecision" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: PreTurnResultDecision(0)
-    )
-
-    reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "PreTurnResult", PreTurnResult)
 
 
 @dataclass(eq=False, repr=False)
@@ -2102,14 +774,6 @@ class RetryConfig(betterproto2.Message):
 
 
 default_message_pool.register_message("antigravity.localharness", "RetryConfig", RetryConfig)
-
-
-@dataclass(eq=False, repr=False)
-class RulesConfig(betterproto2.Message):
-    filenames: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
-
-
-default_message_pool.register_message("antigravity.localharness", "RulesConfig", RulesConfig)
 
 
 @dataclass(eq=False, repr=False)
@@ -2147,16 +811,6 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
-class SandboxStatus(betterproto2.Message):
-    available: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
-
-    unavailable_reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "SandboxStatus", SandboxStatus)
-
-
-@dataclass(eq=False, repr=False)
 class ScheduleToolConfig(betterproto2.Message):
     enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
 
@@ -2177,180 +831,6 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
-class SkillsConfig(betterproto2.Message):
-    enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
-
-    skills: "list[SkillSource]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
-
-
-default_message_pool.register_message("antigravity.localharness", "SkillsConfig", SkillsConfig)
-
-
-@dataclass(eq=False, repr=False)
-class SkillSource(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - source:
-    """
-
-    directory_path: "str | None" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, optional=True, group="source"
-    )
-    """
-    genai.skills.Skill skill = 1;  (omitted: genai type)
-    """
-
-
-default_message_pool.register_message("antigravity.localharness", "SkillSource", SkillSource)
-
-
-@dataclass(eq=False, repr=False)
-class StepUpdate(betterproto2.Message):
-    cascade_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    trajectory_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    parent_trajectory_id: "str" = betterproto2.field(40, betterproto2.TYPE_STRING)
-
-    step_index: "int" = betterproto2.field(3, betterproto2.TYPE_UINT32)
-
-    state: "StepUpdateState" = betterproto2.field(
-        4, betterproto2.TYPE_ENUM, default_factory=lambda: StepUpdateState(0)
-    )
-
-    source: "StepUpdateSource" = betterproto2.field(
-        5, betterproto2.TYPE_ENUM, default_factory=lambda: StepUpdateSource(0)
-    )
-
-    target: "StepUpdateTarget" = betterproto2.field(
-        6, betterproto2.TYPE_ENUM, default_factory=lambda: StepUpdateTarget(0)
-    )
-
-    error_message: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
-
-    thinking: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
-
-    text_delta: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
-
-    thinking_delta: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
-
-    text: "str" = betterproto2.field(20, betterproto2.TYPE_STRING)
-
-    list_directory: "ActionListDirectory | None" = betterproto2.field(
-        21, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    find_file: "ActionFindFile | None" = betterproto2.field(
-        22, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    search_directory: "ActionSearchDirectory | None" = betterproto2.field(
-        23, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    view_file: "ActionViewFile | None" = betterproto2.field(
-        24, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    create_file: "ActionCreateFile | None" = betterproto2.field(
-        25, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    edit_file: "ActionEditFile | None" = betterproto2.field(
-        26, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    run_command: "ActionRunCommand | None" = betterproto2.field(
-        27, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    compaction: "ActionCompaction | None" = betterproto2.field(
-        28, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    invoke_subagent: "ActionInvokeSubagent | None" = betterproto2.field(
-        29, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    generate_image: "ActionGenerateImage | None" = betterproto2.field(
-        30, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    finish: "ActionFinish | None" = betterproto2.field(31, betterproto2.TYPE_MESSAGE, optional=True)
-
-    error: "ActionError | None" = betterproto2.field(32, betterproto2.TYPE_MESSAGE, optional=True)
-
-    mcp_tool: "ActionMcpTool | None" = betterproto2.field(
-        33, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    search_web: "ActionSearchWeb | None" = betterproto2.field(
-        34, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    read_url_content: "ActionReadUrlContent | None" = betterproto2.field(
-        35, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    custom_tool: "ActionCustomTool | None" = betterproto2.field(
-        36, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    skill_lookup: "ActionSkillLookup | None" = betterproto2.field(
-        37, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    run_workflow: "ActionRunWorkflow | None" = betterproto2.field(
-        38, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    request_text: "str" = betterproto2.field(50, betterproto2.TYPE_STRING)
-
-    tool_confirmation_request: "ToolConfirmationRequest | None" = betterproto2.field(
-        51, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    questions_request: "UserQuestionsRequest | None" = betterproto2.field(
-        52, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-
-default_message_pool.register_message("antigravity.localharness", "StepUpdate", StepUpdate)
-
-
-@dataclass(eq=False, repr=False)
-class StopArgs(betterproto2.Message):
-    response_text: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    trajectory_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    continuation_count: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
-
-    stop_reason: "TrajectoryStateUpdateStopReason" = betterproto2.field(
-        4, betterproto2.TYPE_ENUM, default_factory=lambda: TrajectoryStateUpdateStopReason(0)
-    )
-
-    error_message: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "StopArgs", StopArgs)
-
-
-@dataclass(eq=False, repr=False)
-class StopResult(betterproto2.Message):
-    decision: "StopResultDecision" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: StopResultDecision(0)
-    )
-
-    reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "StopResult", StopResult)
-
-
-@dataclass(eq=False, repr=False)
 class SubagentsConfig(betterproto2.Message):
     enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
 
@@ -2365,73 +845,6 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
-class SubagentSkillsConfig(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - mode:
-    """
-
-    inherit_config: "SubagentSkillsConfigInheritConfig | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True, group="mode"
-    )
-
-    none_config: "SubagentSkillsConfigNoneConfig | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="mode"
-    )
-
-    override_config: "SubagentSkillsConfigOverrideConfig | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="mode"
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "SubagentSkillsConfig", SubagentSkillsConfig
-)
-
-
-@dataclass(eq=False, repr=False)
-class SubagentSkillsConfigInheritConfig(betterproto2.Message):
-    extra_skills_paths: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
-
-    skill_names: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness",
-    "SubagentSkillsConfig.InheritConfig",
-    SubagentSkillsConfigInheritConfig,
-)
-
-
-@dataclass(eq=False, repr=False)
-class SubagentSkillsConfigNoneConfig(betterproto2.Message):
-    pass
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "SubagentSkillsConfig.NoneConfig", SubagentSkillsConfigNoneConfig
-)
-
-
-@dataclass(eq=False, repr=False)
-class SubagentSkillsConfigOverrideConfig(betterproto2.Message):
-    skills_paths: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
-
-    skill_sources: "list[SkillSource]" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness",
-    "SubagentSkillsConfig.OverrideConfig",
-    SubagentSkillsConfigOverrideConfig,
-)
-
-
-@dataclass(eq=False, repr=False)
 class SystemInstructions(betterproto2.Message):
     """
 
@@ -2440,65 +853,13 @@ class SystemInstructions(betterproto2.Message):
         - type:
     """
 
-    custom: "CustomSystemInstructions | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True, group="type"
-    )
-
     appended: "AppendedSystemInstructions | None" = betterproto2.field(
         2, betterproto2.TYPE_MESSAGE, optional=True, group="type"
-    )
-
-    overrides: "list[TemplateOverride]" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
 
 default_message_pool.register_message(
     "antigravity.localharness", "SystemInstructions", SystemInstructions
-)
-
-
-@dataclass(eq=False, repr=False)
-class SystemInstructionTemplate(betterproto2.Message):
-    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    args: "list[SystemInstructionTemplateArg]" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "SystemInstructionTemplate", SystemInstructionTemplate
-)
-
-
-@dataclass(eq=False, repr=False)
-class SystemInstructionTemplateArg(betterproto2.Message):
-    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    value: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "SystemInstructionTemplate.Arg", SystemInstructionTemplateArg
-)
-
-
-@dataclass(eq=False, repr=False)
-class TemplateOverride(betterproto2.Message):
-    title: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    text: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    remove: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
-
-    si_template: "list[SystemInstructionTemplate]" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "TemplateOverride", TemplateOverride
 )
 
 
@@ -2519,302 +880,12 @@ default_message_pool.register_message("antigravity.localharness", "Tool", Tool)
 
 
 @dataclass(eq=False, repr=False)
-class ToolCall(betterproto2.Message):
-    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    arguments_json: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    trajectory_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-    """
-    genai.Struct arguments = 4;  (omitted: genai type)
-    """
-
-
-default_message_pool.register_message("antigravity.localharness", "ToolCall", ToolCall)
-
-
-@dataclass(eq=False, repr=False)
-class ToolConfirmation(betterproto2.Message):
-    trajectory_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    step_index: "int" = betterproto2.field(2, betterproto2.TYPE_UINT32)
-
-    accepted: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ToolConfirmation", ToolConfirmation
-)
-
-
-@dataclass(eq=False, repr=False)
-class ToolConfirmationRequest(betterproto2.Message):
-    pass
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ToolConfirmationRequest", ToolConfirmationRequest
-)
-
-
-@dataclass(eq=False, repr=False)
-class ToolOutputTruncation(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - strategy:
-    """
-
-    truncate: "ToolOutputTruncationTruncateStrategy | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True, group="strategy"
-    )
-
-    error: "ToolOutputTruncationErrorStrategy | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="strategy"
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "ToolOutputTruncation", ToolOutputTruncation
-)
-
-
-@dataclass(eq=False, repr=False)
-class ToolOutputTruncationErrorStrategy(betterproto2.Message):
-    max_tokens: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
-
-    error_message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness",
-    "ToolOutputTruncation.ErrorStrategy",
-    ToolOutputTruncationErrorStrategy,
-)
-
-
-@dataclass(eq=False, repr=False)
-class ToolOutputTruncationTruncateStrategy(betterproto2.Message):
-    max_tokens: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
-
-    save_full_output: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness",
-    "ToolOutputTruncation.TruncateStrategy",
-    ToolOutputTruncationTruncateStrategy,
-)
-
-
-@dataclass(eq=False, repr=False)
-class ToolResponse(betterproto2.Message):
-    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    response_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    supplemental_media: "list[Media]" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-    error_message: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
-    """
-    genai.Struct response = 4;  (omitted: genai type)
-    """
-
-
-default_message_pool.register_message("antigravity.localharness", "ToolResponse", ToolResponse)
-
-
-@dataclass(eq=False, repr=False)
 class ToolSearchConfig(betterproto2.Message):
     enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
 
 
 default_message_pool.register_message(
     "antigravity.localharness", "ToolSearchConfig", ToolSearchConfig
-)
-
-
-@dataclass(eq=False, repr=False)
-class TrajectoryStateUpdate(betterproto2.Message):
-    trajectory_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    parent_trajectory_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-
-    depth: "int" = betterproto2.field(7, betterproto2.TYPE_INT32)
-
-    state: "TrajectoryStateUpdateState" = betterproto2.field(
-        3, betterproto2.TYPE_ENUM, default_factory=lambda: TrajectoryStateUpdateState(0)
-    )
-
-    error: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    error_code: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
-
-    stop_reason: "TrajectoryStateUpdateStopReason" = betterproto2.field(
-        5, betterproto2.TYPE_ENUM, default_factory=lambda: TrajectoryStateUpdateStopReason(0)
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "TrajectoryStateUpdate", TrajectoryStateUpdate
-)
-
-
-@dataclass(eq=False, repr=False)
-class TrajectoryUsageEntry(betterproto2.Message):
-    trajectory_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    usage: "UsageMetadata | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "TrajectoryUsageEntry", TrajectoryUsageEntry
-)
-
-
-@dataclass(eq=False, repr=False)
-class UsageMetadata(betterproto2.Message):
-    prompt_token_count: "int" = betterproto2.field(1, betterproto2.TYPE_UINT64)
-
-    cached_content_token_count: "int" = betterproto2.field(5, betterproto2.TYPE_UINT64)
-
-    candidates_token_count: "int" = betterproto2.field(2, betterproto2.TYPE_UINT64)
-
-    thoughts_token_count: "int" = betterproto2.field(4, betterproto2.TYPE_UINT64)
-
-    total_token_count: "int" = betterproto2.field(3, betterproto2.TYPE_UINT64)
-
-    service_tier: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-
-    prompt_tokens_details: "list[ModalityTokenCount]" = betterproto2.field(
-        7, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-    cache_tokens_details: "list[ModalityTokenCount]" = betterproto2.field(
-        8, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-    candidates_tokens_details: "list[ModalityTokenCount]" = betterproto2.field(
-        9, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-    tool_use_prompt_tokens_details: "list[ModalityTokenCount]" = betterproto2.field(
-        10, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message("antigravity.localharness", "UsageMetadata", UsageMetadata)
-
-
-@dataclass(eq=False, repr=False)
-class UsageUpdate(betterproto2.Message):
-    agents: "list[TrajectoryUsageEntry]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-    total: "UsageMetadata | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
-
-
-default_message_pool.register_message("antigravity.localharness", "UsageUpdate", UsageUpdate)
-
-
-@dataclass(eq=False, repr=False)
-class UserInput(betterproto2.Message):
-    parts: "list[UserInputPart]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
-
-
-default_message_pool.register_message("antigravity.localharness", "UserInput", UserInput)
-
-
-@dataclass(eq=False, repr=False)
-class UserInputMedia(betterproto2.Message):
-    mime_type: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
-
-    data: "bytes" = betterproto2.field(3, betterproto2.TYPE_BYTES)
-
-
-default_message_pool.register_message("antigravity.localharness", "UserInput.Media", UserInputMedia)
-
-
-@dataclass(eq=False, repr=False)
-class UserInputPart(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - part:
-    """
-
-    text: "str | None" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, optional=True, group="part"
-    )
-
-    media: "UserInputMedia | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="part"
-    )
-
-    slash_command: "UserInputSlashCommand | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True, group="part"
-    )
-
-
-default_message_pool.register_message("antigravity.localharness", "UserInput.Part", UserInputPart)
-
-
-@dataclass(eq=False, repr=False)
-class UserInputSlashCommand(betterproto2.Message):
-    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "UserInput.SlashCommand", UserInputSlashCommand
-)
-
-
-@dataclass(eq=False, repr=False)
-class UserQuestion(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - question_type:
-    """
-
-    multiple_choice: "MultipleChoice | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True, group="question_type"
-    )
-
-
-default_message_pool.register_message("antigravity.localharness", "UserQuestion", UserQuestion)
-
-
-@dataclass(eq=False, repr=False)
-class UserQuestionAnswer(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - answer:
-    """
-
-    unanswered: "bool | None" = betterproto2.field(
-        1, betterproto2.TYPE_BOOL, optional=True, group="answer"
-    )
-
-    multiple_choice_answer: "MultipleChoiceAnswer | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True, group="answer"
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "UserQuestionAnswer", UserQuestionAnswer
 )
 
 
@@ -2826,83 +897,6 @@ class UserQuestionsConfig(betterproto2.Message):
 default_message_pool.register_message(
     "antigravity.localharness", "UserQuestionsConfig", UserQuestionsConfig
 )
-
-
-@dataclass(eq=False, repr=False)
-class UserQuestionsRequest(betterproto2.Message):
-    questions: "list[UserQuestion]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "UserQuestionsRequest", UserQuestionsRequest
-)
-
-
-@dataclass(eq=False, repr=False)
-class UserQuestionsResponse(betterproto2.Message):
-    """
-
-
-    Oneofs:
-        - result:
-    """
-
-    cancelled: "bool | None" = betterproto2.field(
-        3, betterproto2.TYPE_BOOL, optional=True, group="result"
-    )
-
-    response: "UserQuestionsResponseQuestionsResponse | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True, group="result"
-    )
-
-    trajectory_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    step_index: "int" = betterproto2.field(2, betterproto2.TYPE_UINT32)
-
-
-default_message_pool.register_message(
-    "antigravity.localharness", "UserQuestionsResponse", UserQuestionsResponse
-)
-
-
-@dataclass(eq=False, repr=False)
-class UserQuestionsResponseQuestionsResponse(betterproto2.Message):
-    answers: "list[UserQuestionAnswer]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
-
-
-default_message_pool.register_message(
-    "antigravity.localharness",
-    "UserQuestionsResponse.QuestionsResponse",
-    UserQuestionsResponseQuestionsResponse,
-)
-
-
-@dataclass(eq=False, repr=False)
-class VertexEndpoint(betterproto2.Message):
-    base_url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
-
-    http_headers: "dict[str, str]" = betterproto2.field(
-        2,
-        betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
-    )
-
-    project: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
-
-    location: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
-
-    options: "GeminiModelOptions | None" = betterproto2.field(
-        5, betterproto2.TYPE_MESSAGE, optional=True
-    )
-
-    api_key: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
-
-
-default_message_pool.register_message("antigravity.localharness", "VertexEndpoint", VertexEndpoint)
 
 
 @dataclass(eq=False, repr=False)
