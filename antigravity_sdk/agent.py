@@ -236,7 +236,6 @@ class Agent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._turn_lock = asyncio.Lock()
         self._queue: asyncio.Queue[Effect | BaseException] | None = None
-        self._streaming = False  # whether the turn in progress wants stream chunks
         self._idle = asyncio.Event()
         self._initialized = asyncio.Event()
         self._session_ended = asyncio.Event()
@@ -404,7 +403,6 @@ class Agent:
 
     async def chat(self, prompt: str) -> ChatResponse:
         """Run one turn; raises TurnDeniedError when a pre_turn hook denies it."""
-
         async with self._turn_lock:
             async for item in self._turn(prompt, streaming=False):
                 if isinstance(item, TurnEnded):
@@ -413,7 +411,6 @@ class Agent:
 
     async def stream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         """Run one turn, yielding text, thought and tool-call chunks as they arrive."""
-
         async with self._turn_lock:
             async for item in self._turn(prompt, streaming=True):
                 if isinstance(item, p.Chunk):
@@ -430,13 +427,13 @@ class Agent:
         await self._wait(self._idle, _IDLE_TIMEOUT, "finish the previous turn")
         assert self.hook_runner is not None
         queue: asyncio.Queue[Effect | BaseException] = asyncio.Queue()
-        self._queue, self._streaming, self._denial = queue, streaming, None
+        self._queue, self._denial = queue, None
         self._idle.clear()
         self.hook_runner.begin_turn(prompt)
         finished = False
         deadline = asyncio.get_running_loop().time() + self._s.turn_timeout
         try:
-            await self._conn.send(self._core.user_input(prompt))
+            await self._conn.send(self._core.user_input(prompt, streaming=streaming))
             while True:
                 try:
                     async with asyncio.timeout_at(deadline):
@@ -491,8 +488,8 @@ class Agent:
 
         if isinstance(effect, p.HookCall):
             self._spawn(self._answer_hook(effect))
-        elif isinstance(effect, p.Chunk):
-            if self._queue is not None and self._streaming:
+        elif isinstance(effect, p.Chunk):  # only built when the turn streams
+            if self._queue is not None:
                 self._queue.put_nowait(effect)
         elif isinstance(effect, p.TurnEnded):
             self._idle.set()

@@ -143,8 +143,9 @@ def peak_rss_mb() -> float:
 # -- our SDK ----------------------------------------------------------------------------------
 
 
-def _ours_agent(root: Path, model: Any, base_url: str | None, counter: dict[str, int]) -> Any:
-    from antigravity_sdk import Agent, Hook, HookResult, policy
+def ours_hook_and_policies(counter: dict[str, int]) -> tuple[Any, list[Any]]:
+    """The hook and the predicate policy every measured tool call goes through."""
+    from antigravity_sdk import Hook, HookResult, policy
     from antigravity_sdk.types import ToolCall, ToolResult
 
     class Counting(Hook):
@@ -155,17 +156,23 @@ def _ours_agent(root: Path, model: Any, base_url: str | None, counter: dict[str,
         async def post_tool_call(self, result: ToolResult) -> None:
             counter["post"] += 1
 
+    policies = [
+        policy.deny("run_command", when=lambda a: "rm" in a["CommandLine"], name="no-rm"),
+        policy.allow_all(),
+    ]
+    return Counting(), policies
+
+
+def _ours_agent(root: Path, model: Any, base_url: str | None, counter: dict[str, int]) -> Any:
+    from antigravity_sdk import Agent
+
+    hook, policies = ours_hook_and_policies(counter)
     ws = root / "ws"
     ws.mkdir(exist_ok=True)
     builder = (
         Agent.builder()
-        .hook(Counting())
-        .policies(
-            [
-                policy.deny("run_command", when=lambda a: "rm" in a["CommandLine"], name="no-rm"),
-                policy.allow_all(),
-            ]
-        )
+        .hook(hook)
+        .policies(policies)
         .workspaces([ws])
         .save_dir(root / "save")
         .app_data_dir(root / "app")
@@ -391,6 +398,57 @@ def wake_floor_us(gap: float, frames: int = 300) -> float:
         server.wait()
 
 
+_PRE_TOOL_FRAME = json.dumps(
+    {
+        "callHookRequest": {
+            "preToolArgs": {
+                "toolName": "run_command",
+                "argumentsJson": '{"CommandLine":"true","Cwd":"/tmp/ws","WaitMsBeforeAsync":5000}',
+                "serverName": "",
+                "callId": "call_2",
+                "trajectoryId": "3eea33a4e35d17e07b3e21e8d0509940",
+                "stepIndex": 2,
+            },
+            "requestId": "hook_request_2",
+            "name": "PreTool",
+            "type": "LIFECYCLE_HOOK_PRE_TOOL",
+        },
+        "seqNum": "7",
+    }
+)
+
+
+def callback_path_us(rounds: int = 20000) -> tuple[float, float]:
+    """Our code alone on one PRE_TOOL callback, no sockets: decode, core, hook + predicate
+    policy, reply, encode. Returns (inline, with the task the agent spawns per callback)."""
+    from antigravity_sdk import HookRunner, policy
+    from antigravity_sdk.harness import protocol as p
+
+    hook, policies = ours_hook_and_policies({"pre": 0, "post": 0})
+    runner = HookRunner([hook, policy.enforce(policies)])
+    core = p.SessionCore()
+
+    async def one() -> str:
+        (call,) = core.receive(p.decode_frame(_PRE_TOOL_FRAME))
+        assert isinstance(call, p.HookCall)
+        result = await runner.dispatch_pre_tool_call(call.arg)
+        return json.dumps(p.hook_reply(call, result), separators=(",", ":"))
+
+    async def measure() -> tuple[float, float]:
+        for _ in range(1000):
+            await one()
+        cpu0 = time.thread_time()
+        for _ in range(rounds):
+            await one()
+        inline = (time.thread_time() - cpu0) / rounds
+        cpu0 = time.thread_time()
+        for _ in range(rounds):
+            await asyncio.create_task(one())
+        return inline * 1e6, (time.thread_time() - cpu0) / rounds * 1e6
+
+    return asyncio.run(measure())
+
+
 def med(rows: list[dict[str, Any]], key: str) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(values) if values else None
@@ -509,6 +567,11 @@ def report(results: dict[str, dict[str, list[dict[str, Any]]]], sdks: list[str],
     if "official" not in sdks:
         print("\nofficial SDK not installed; skipped")
     frames = med(results["ours"].get("ext", []), "frames") or 0
+    inline, tasked = callback_path_us()
+    print(
+        f"\nour code per PRE_TOOL callback (in-process, no sockets): {inline:.0f} µs CPU, "
+        f"{tasked:.0f} µs with the agent's task per callback (target <= 250 µs)"
+    )
     print(
         "\nfloor on this box (bare websockets client, json.loads only, CPU per frame): "
         + ", ".join(f"{wake_floor_us(gap):.0f} µs at {gap * 1000:g} ms gaps" for gap in (0, 0.002))

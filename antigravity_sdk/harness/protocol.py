@@ -401,6 +401,7 @@ class SessionCore:
 
     def __init__(self) -> None:
         self.conversation_id = ""
+        self.streaming = True
         self.usage = UsageMetadata()
         self._turn_usage_start = UsageMetadata()
         self._steps: dict[tuple[str, int], _StepState] = {}
@@ -408,8 +409,12 @@ class SessionCore:
 
     # -- outgoing ---------------------------------------------------------------------
 
-    def user_input(self, text: str) -> Reply:
-        """Start a turn: forget the previous turn's steps and send the prompt."""
+    def user_input(self, text: str, *, streaming: bool = True) -> Reply:
+        """Start a turn: forget the previous turn's steps and send the prompt.
+
+        With `streaming=False` no `Chunk` effects are built (nobody reads them).
+        """
+        self.streaming = streaming
         self._steps = {}
         self._calls = {}
         self._turn_usage_start = self.usage
@@ -558,6 +563,23 @@ class SessionCore:
     def _step_update(self, update: dict[str, Any]) -> list[Effect]:
         step = self._merge_step(update)
         effects: list[Effect] = []
+        if self.streaming:
+            self._chunks(step, update, effects)
+        questions = update.get("questionsRequest")
+        if isinstance(questions, dict) and not step.asked:
+            step.asked = True
+            effects.append(AskUser(step.trajectory_id, step.step_index, _questions(questions)))
+        if "toolConfirmationRequest" in update and step.state == "waiting_for_user":
+            call = (
+                _action_call(step.action, step.action_fields)
+                if _is_tool_action(step.action)
+                else ToolCall(name="unknown")
+            )
+            effects.append(ConfirmTool(step.trajectory_id, step.step_index, call))
+        return effects
+
+    def _chunks(self, step: _StepState, update: dict[str, Any], effects: list[Effect]) -> None:
+        """The stream chunks one step update carries: text, thought, a new tool call."""
         if step.source == "model" and step.target == "TARGET_USER" and step.state != "error":
             delta = _str(update, "textDelta")
             if delta and not step.action:
@@ -575,18 +597,6 @@ class SessionCore:
             effects.append(
                 Chunk(StreamChunk(type="tool_call", tool_call=call, step_index=step.step_index))
             )
-        questions = update.get("questionsRequest")
-        if isinstance(questions, dict) and not step.asked:
-            step.asked = True
-            effects.append(AskUser(step.trajectory_id, step.step_index, _questions(questions)))
-        if "toolConfirmationRequest" in update and step.state == "waiting_for_user":
-            call = (
-                _action_call(step.action, step.action_fields)
-                if _is_tool_action(step.action)
-                else ToolCall(name="unknown")
-            )
-            effects.append(ConfirmTool(step.trajectory_id, step.step_index, call))
-        return effects
 
     def _trajectory_update(self, update: dict[str, Any]) -> list[Effect]:
         trajectory = _str(update, "trajectoryId")
