@@ -33,6 +33,7 @@ from .types import (
     McpServer,
     Step,
     StreamChunk,
+    ToolResult,
 )
 
 if TYPE_CHECKING:
@@ -485,24 +486,13 @@ class Agent:
         task.add_done_callback(self._tasks.discard)
 
     def _handle(self, effect: Effect) -> None:
-
-        if isinstance(effect, p.HookCall):
-            self._spawn(self._answer_hook(effect))
-        elif isinstance(effect, p.Chunk):  # only built when the turn streams
+        if isinstance(effect, p.Chunk):  # only built when the turn streams
             if self._queue is not None:
                 self._queue.put_nowait(effect)
         elif isinstance(effect, p.TurnEnded):
             self._idle.set()
             if self._queue is not None:
                 self._queue.put_nowait(effect)
-        elif isinstance(effect, p.RunTool):
-            self._spawn(self._run_tool(effect))
-        elif isinstance(effect, p.AskUser):
-            self._spawn(self._ask_user(effect))
-        elif isinstance(effect, p.ConfirmTool):
-            self._spawn(self._confirm_tool(effect))
-        elif isinstance(effect, p.PolicyRequest):
-            self._spawn(self._policy_request(effect))
         elif isinstance(effect, p.Initialized):
             self.conversation_id = effect.conversation_id
             self.history.extend(effect.history)
@@ -511,6 +501,40 @@ class Agent:
             self._initialized.set()
         elif isinstance(effect, p.SessionEnded):
             self._session_ended.set()
+        else:
+            self._spawn(self._answer(effect))
+
+    async def _answer(
+        self, effect: p.HookCall | p.RunTool | p.AskUser | p.ConfirmTool | p.PolicyRequest
+    ) -> None:
+        """Work out the answer to `effect` and send it, exactly once. If that fails or is
+        cancelled, the answer is the fail-closed one (deny, error, cancel)."""
+        try:
+            reply = await self._reply_to(effect)
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                logger.error("answering %s failed (answering fail-closed): %s", effect, exc)
+            await self._send_quietly(_fail_closed(effect, exc))
+            if isinstance(exc, Exception):
+                return
+            raise
+        await self._send_quietly(reply)
+
+    async def _reply_to(
+        self, effect: p.HookCall | p.RunTool | p.AskUser | p.ConfirmTool | p.PolicyRequest
+    ) -> p.Reply:
+        runner, tools = self.hook_runner, self._tools
+        assert runner is not None and tools is not None
+        if isinstance(effect, p.HookCall):
+            return p.hook_reply(effect, await self._dispatch(effect))
+        if isinstance(effect, p.RunTool):
+            return p.tool_reply(effect.call, await tools.run(effect.call))
+        if isinstance(effect, p.AskUser):
+            return p.question_reply(effect, await runner.dispatch_interaction(effect.questions))
+        decision = await runner.dispatch_pre_tool_call(effect.call)
+        if isinstance(effect, p.ConfirmTool):
+            return p.confirmation_reply(effect, decision.allow)
+        return p.policy_reply(effect, decision)
 
     async def _send_quietly(self, frame: dict[str, Any]) -> None:
         conn = self._conn
@@ -520,19 +544,6 @@ class Agent:
             await conn.send(frame)
         except Exception as exc:  # the reader reports a dead connection; nothing to add
             logger.debug("could not send %s: %s", next(iter(frame)), exc)
-
-    async def _answer_hook(self, call: HookCall) -> None:
-
-        try:
-            outcome = await self._dispatch(call)
-            reply = p.hook_reply(call, outcome)
-        except asyncio.CancelledError:
-            await self._send_quietly(p.failed_hook_reply(call, "hook dispatch was cancelled"))
-            raise
-        except Exception as exc:
-            logger.error("dispatching %s failed (answering fail-closed): %s", call.event, exc)
-            reply = p.failed_hook_reply(call, f"hook dispatch failed: {exc}")
-        await self._send_quietly(reply)
 
     async def _dispatch(self, call: HookCall) -> Any:
         runner = self.hook_runner
@@ -560,47 +571,23 @@ class Agent:
             return None
         return None
 
-    async def _run_tool(self, effect: Any) -> None:
-        from .types import ToolResult
 
-        assert self._tools is not None
-        try:
-            result = await self._tools.run(effect.call)
-        except asyncio.CancelledError:
-            result = ToolResult(name=effect.call.name, id=effect.call.id, error="cancelled")
-            await self._send_quietly(p.tool_reply(effect.call, result))
-            raise
-        await self._send_quietly(p.tool_reply(effect.call, result))
-
-    async def _ask_user(self, effect: Any) -> None:
-
-        assert self.hook_runner is not None
-        try:
-            answer = await self.hook_runner.dispatch_interaction(effect.questions)
-        except asyncio.CancelledError:
-            await self._send_quietly(p.question_reply(effect, None))
-            raise
-        await self._send_quietly(p.question_reply(effect, answer))
-
-    async def _confirm_tool(self, effect: Any) -> None:
-
-        assert self.hook_runner is not None
-        try:
-            result = await self.hook_runner.dispatch_pre_tool_call(effect.call)
-        except asyncio.CancelledError:
-            await self._send_quietly(p.confirmation_reply(effect, False))
-            raise
-        await self._send_quietly(p.confirmation_reply(effect, result.allow))
-
-    async def _policy_request(self, effect: Any) -> None:
-
-        assert self.hook_runner is not None
-        try:
-            result = await self.hook_runner.dispatch_pre_tool_call(effect.call)
-        except asyncio.CancelledError:
-            await self._send_quietly(p.policy_reply(effect, HookResult(allow=False)))
-            raise
-        await self._send_quietly(p.policy_reply(effect, result))
+def _fail_closed(
+    effect: p.HookCall | p.RunTool | p.AskUser | p.ConfirmTool | p.PolicyRequest,
+    exc: BaseException,
+) -> p.Reply:
+    """The most conservative answer to `effect`: deny, fail the tool, cancel the questions."""
+    reason = f"the SDK could not decide: {type(exc).__name__}: {exc}".rstrip(": ")
+    if isinstance(effect, p.HookCall):
+        return p.failed_hook_reply(effect, reason)
+    if isinstance(effect, p.RunTool):
+        failed = ToolResult(name=effect.call.name, id=effect.call.id, error=reason)
+        return p.tool_reply(effect.call, failed)
+    if isinstance(effect, p.AskUser):
+        return p.question_reply(effect, None)
+    if isinstance(effect, p.ConfirmTool):
+        return p.confirmation_reply(effect, False)
+    return p.policy_reply(effect, HookResult(allow=False, message=reason))
 
 
 # -- module-level so that nothing the event loop holds keeps an Agent alive ---------------

@@ -11,9 +11,12 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from .errors import PolicyError
+
+if TYPE_CHECKING:
+    from .policy import PolicyEnforcer
 
 __all__ = ["COMMANDS", "main"]
 
@@ -23,14 +26,23 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 # -- antigravity policy ----------------------------------------------------------------------
 
 
-def _policy_check(args: argparse.Namespace) -> int:
+def _load_enforcer(path: str) -> PolicyEnforcer | None:
+    """The policy file's enforcer, or None after printing why it is invalid."""
     from . import policy
 
     try:
-        loaded = policy._read_file(args.file)
-        enforcer = policy.enforce(loaded.policies, loaded.mcp_servers)
+        loaded = policy._read_file(path)
+        return policy.enforce(loaded.policies, loaded.mcp_servers)
     except (PolicyError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def _policy_check(args: argparse.Namespace) -> int:
+    from . import policy
+
+    enforcer = _load_enforcer(args.file)
+    if enforcer is None:
         return 1
     count = len(enforcer.policies)
     print(f"{args.file}: OK, {count} {'policy' if count == 1 else 'policies'}")
@@ -46,7 +58,6 @@ def _policy_check(args: argparse.Namespace) -> int:
 
 
 def _policy_explain(args: argparse.Namespace) -> int:
-    from . import policy
     from .types import ToolCall
 
     try:
@@ -59,11 +70,8 @@ def _policy_explain(args: argparse.Namespace) -> int:
         return 2
     server, slash, name = args.tool.rpartition("/")
     call = ToolCall(name=name, args=call_args, server_name=server if slash else None)
-    try:
-        loaded = policy._read_file(args.file)
-        enforcer = policy.enforce(loaded.policies, loaded.mcp_servers)
-    except (PolicyError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    enforcer = _load_enforcer(args.file)
+    if enforcer is None:
         return 2
     decision = asyncio.run(enforcer.evaluate(call, ask=False))
     print(decision)
