@@ -163,6 +163,7 @@ class HookRunner:
         self.session = HookContext()
         self._turn: HookContext | None = None
         self._operations: dict[str, HookContext] = {}
+        self._make_operation = self._operation_scope  # bound once: used per tool call
         for hook in hooks:
             self.register(hook)
 
@@ -219,20 +220,12 @@ class HookRunner:
     def _turn_scope(self) -> HookContext:
         return self._turn if self._turn is not None else self.begin_turn()
 
-    def _resolve_call(self, tool_call: ToolCall, parent: HookContext) -> HookContext:
-        """The operation context of `tool_call`, made (under `parent`) on first use."""
-        call_id = tool_call.id
+    def _operation_scope(self, call_id: str, parent: HookContext | None = None) -> HookContext:
+        """The operation context of tool call `call_id`, made on first use under `parent`
+        (default: the turn); pre, post and error of one call share it."""
         op = self._operations.get(call_id)
         if op is None:
-            op = parent.child()
-            if call_id:
-                self._operations[call_id] = op
-        return op
-
-    def _operation_scope(self, call_id: str) -> HookContext:
-        op = self._operations.get(call_id)
-        if op is None:
-            op = (self._turn or self.session).child()
+            op = (parent or self._turn or self.session).child()
             if call_id:
                 self._operations[call_id] = op
         return op
@@ -270,7 +263,7 @@ class HookRunner:
         if not entries:
             return _ALLOWED
         # The operation context is built only if a hook asks for it (see context.py).
-        token = _current.set([self._resolve_call, tool_call, self._turn or self.session, None])
+        token = _current.set([self._make_operation, tool_call.id, self._turn or self.session, None])
         timeout = self._timeout
         try:
             for name, method in entries:

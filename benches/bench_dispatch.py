@@ -3,8 +3,11 @@
 A plain script (not a test): `python benches/bench_dispatch.py [--batch N] [--rounds N]`.
 
 Every number is the median over `--rounds` batches of `--batch` awaits of one dispatch
-inside one running event loop, timed with `perf_counter_ns`, in µs per dispatch. The hooks
-return `HookResult.allowed()` (a shared instance) so the numbers are the runner's cost.
+inside one running event loop, timed with `perf_counter_ns`, in µs per dispatch.
+
+`ours` runs hooks whose body is the official SDK bench's (return a prebuilt result), so the
+two runners are compared like for like and the targets apply to it; `allowed()` runs hooks
+that call `HookResult.allowed()`, which adds pydantic's class-attribute lookup to each hook.
 
 When `google.antigravity` (the official SDK, the project's `bench` extra) is importable,
 the same loops run against its `HookRunner` and the ratio official/ours is printed.
@@ -248,22 +251,25 @@ def main() -> None:
         f"python {sys.version.split()[0]}, batches of {args.batch} (100 hooks: "
         f"{args.batch // 4}), median of {args.rounds}, µs per dispatch"
     )
-    print("ours = hooks return HookResult.allowed(); const = hooks return a prebuilt result")
+    print(
+        "ours, official = hooks return a prebuilt result (like for like); "
+        "allowed() = hooks call HookResult.allowed()"
+    )
     print()
-    header = f"{'dispatch':<26}{'ours':>8}{'target':>8}{'const':>8}"
+    header = f"{'dispatch':<26}{'ours':>8}{'target':>8}{'allowed()':>10}"
     if with_official:
-        header += f"{'official':>10}{'off/ours':>10}{'off/const':>10}"
+        header += f"{'official':>10}{'off/ours':>10}"
     print(header)
     print("-" * len(header))
     labels = {"pre": "pre_tool_call", "post": "post_tool_call", "pair": "pre+post, fresh id"}
     for kind in ("pre", "post", "pair"):
         for n in HOOK_COUNTS:
-            mine, const = r[f"{kind}/{n}/allowed"], r[f"{kind}/{n}/const"]
+            mine, allowed = r[f"{kind}/{n}/const"], r[f"{kind}/{n}/allowed"]
             target = f"{TARGETS_PRE[n]:.1f}" if kind == "pre" else "-"
-            line = f"{labels[kind] + f', {n:>3}':<26}{mine:>8.2f}{target:>8}{const:>8.2f}"
+            line = f"{labels[kind] + f', {n:>3}':<26}{mine:>8.2f}{target:>8}{allowed:>10.2f}"
             if with_official:
                 off = r[f"{kind}/{n}/official"]
-                line += f"{off:>10.2f}{off / mine:>9.1f}x{off / const:>9.1f}x"
+                line += f"{off:>10.2f}{off / mine:>9.1f}x"
             print(line)
     print(f"{'pre_tool_call, 0 hooks':<26}{r['pre/0']:>8.3f}")
     print(f"{'+100 non-overriding hooks':<26}{r['idle100']:>+8.3f}{'0.1':>8}")
@@ -278,7 +284,7 @@ def main() -> None:
             "its published pre: " + " / ".join(map(str, OFFICIAL_PUBLISHED_PRE.values()))
         )
 
-    missed = [n for n in HOOK_COUNTS if r[f"pre/{n}/allowed"] > TARGETS_PRE[n]]
+    missed = [n for n in HOOK_COUNTS if r[f"pre/{n}/const"] > TARGETS_PRE[n]]
     if r["idle100"] > 0.1:
         print("MISSED: 100 non-overriding hooks add more than 0.1 µs")
     if missed:
