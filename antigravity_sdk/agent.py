@@ -47,6 +47,7 @@ __all__ = ["Agent", "AgentBuilder"]
 logger = logging.getLogger("antigravity_sdk.agent")
 
 _SESSION_END_TIMEOUT = 2.0
+_SESSION_END_HOOKS_TIMEOUT = 10.0  # on_session_end hooks, all together, in stop()
 _IDLE_TIMEOUT = 10.0
 
 # Cleanups of agents that were garbage-collected while started (asyncio keeps only weak
@@ -206,10 +207,21 @@ class AgentBuilder:
         return self
 
     def build(self) -> Agent:
+        """Validate everything that can be checked without the harness: policies, and the
+        host-side tools' names and signatures."""
+        from .tools import ToolRunner
+
         s = replace(self._s)
         policies = s.policies or [policy_mod.confirm_run_command()]
         enforcer = policy_mod.enforce(policies, mcp_servers=s.mcp_servers or None)
-        return Agent(s, enforcer)
+        tools = ToolRunner(s.tools, context=ToolContext())
+        clashes = sorted(set(tools.tools) & p.RESERVED_TOOL_NAMES)
+        if clashes:
+            raise ValueError(
+                f"host-side tool names {clashes} are the harness's own tool names; "
+                "hooks and policies could not tell the two apart"
+            )
+        return Agent(s, enforcer, tools)
 
 
 class Agent:
@@ -219,7 +231,7 @@ class Agent:
     `await agent.chat(prompt)` or `async for chunk in agent.stream(prompt)`.
     """
 
-    def __init__(self, settings: _Settings, enforcer: PolicyEnforcer) -> None:
+    def __init__(self, settings: _Settings, enforcer: PolicyEnforcer, tools: ToolRunner) -> None:
         self._s = settings
         self.policy_enforcer = enforcer
         self._hooks: list[Hook] = list(settings.hooks)
@@ -229,12 +241,13 @@ class Agent:
         self.turn_count = 0
         self._core: SessionCore | None = None
         self._conn: Connection | None = None
-        self._tools: ToolRunner | None = None
+        self._tools = tools
         self._triggers: TriggerRunner | None = None
         self._owned_model: ServedModel | None = None
         self._reader: asyncio.Task[None] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._answers: set[asyncio.Task[None]] = set()  # answers the harness waits for
         self._turn_lock = asyncio.Lock()
         self._queue: asyncio.Queue[Effect | BaseException] | None = None
         self._idle = asyncio.Event()
@@ -274,10 +287,10 @@ class Agent:
             raise RuntimeError("the agent is already started")
         from .harness.config import harness_config
         from .harness.connection import LocalConnection
-        from .tools import ToolRunner
 
         s = self._s
         self._started = True
+        self._reset_session()
         try:
             model = await self._model_settings()
             root = _default_root()
@@ -286,8 +299,7 @@ class Agent:
             self.hook_runner = HookRunner(
                 [*self._hooks, self.policy_enforcer], timeout=s.hook_timeout
             )
-            self._tools = ToolRunner(s.tools, context=ToolContext())
-            self._core = SessionCore()
+            self._core = SessionCore(frozenset(self._tools.tools))
             self._conn = s.connection or LocalConnection(
                 s.harness_path, startup_timeout=s.startup_timeout
             )
@@ -329,6 +341,17 @@ class Agent:
             await self._shutdown()
             raise
 
+    def _reset_session(self) -> None:
+        self.conversation_id = ""
+        self.history = []
+        self.turn_count = 0
+        self._idle = asyncio.Event()
+        self._initialized = asyncio.Event()
+        self._session_ended = asyncio.Event()
+        self._session_end_dispatched = False
+        self._denial = None
+        self._failure = None
+
     async def stop(self) -> None:
         """End the session (bounded: at most a few seconds even if the harness ignores it)."""
         if not self._started:
@@ -336,17 +359,26 @@ class Agent:
         try:
             if self._triggers is not None:
                 await self._triggers.stop()
+            if not self._session_end_dispatched and self.hook_runner is not None:
+                self._session_end_dispatched = True
+                try:
+                    async with asyncio.timeout(_SESSION_END_HOOKS_TIMEOUT):
+                        await self.hook_runner.dispatch_session_end()
+                except TimeoutError:
+                    logger.warning(
+                        "on_session_end hooks did not finish within %ss; stopping anyway",
+                        _SESSION_END_HOOKS_TIMEOUT,
+                    )
             if self._conn is not None and self._failure is None and self._initialized.is_set():
                 with contextlib.suppress(Exception):
                     await self._conn.send(p.SESSION_END)
                     await self._wait(self._session_ended, _SESSION_END_TIMEOUT, "end the session")
-            if not self._session_end_dispatched and self.hook_runner is not None:
-                self._session_end_dispatched = True
-                await self.hook_runner.dispatch_session_end()
         finally:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
+        if self._queue is not None:  # a turn still waiting must not wait for its timeout
+            self._queue.put_nowait(AntigravityError("the agent was stopped during the turn"))
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
@@ -456,7 +488,18 @@ class Agent:
             if not finished and self._failure is None and self._conn is not None:
                 # Abandoned (error, timeout, cancellation, consumer gone): stop the harness's
                 # turn; the reader marks the agent idle when the harness confirms.
-                self._spawn(self._send_quietly(p.HALT))
+                self._spawn(self._abandon_turn())
+
+    async def _abandon_turn(self) -> None:
+        """Answer every pending request fail-closed, then halt the harness's turn. In that
+        order: on a halt the harness drops its pending hook requests, and an answer to a
+        request it no longer knows ends the whole session."""
+        pending = [task for task in self._answers if not task.done()]
+        for task in pending:
+            task.cancel()  # each answers fail-closed as it unwinds
+        if pending:
+            await asyncio.wait(pending, timeout=1.0)
+        await self._send_quietly(p.HALT)
 
     def _finish(self, ended: TurnEnded) -> ChatResponse:
         if ended.cancelled and self._denial is not None:
@@ -480,10 +523,11 @@ class Agent:
         self._session_ended.set()
         self._idle.set()
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _handle(self, effect: Effect) -> None:
         if isinstance(effect, p.Chunk):  # only built when the turn streams
@@ -502,7 +546,9 @@ class Agent:
         elif isinstance(effect, p.SessionEnded):
             self._session_ended.set()
         else:
-            self._spawn(self._answer(effect))
+            task = self._spawn(self._answer(effect))
+            self._answers.add(task)
+            task.add_done_callback(self._answers.discard)
 
     async def _answer(
         self, effect: p.HookCall | p.RunTool | p.AskUser | p.ConfirmTool | p.PolicyRequest
@@ -514,6 +560,8 @@ class Agent:
         except BaseException as exc:
             if not isinstance(exc, asyncio.CancelledError):
                 logger.error("answering %s failed (answering fail-closed): %s", effect, exc)
+            if isinstance(effect, p.HookCall) and effect.event == "pre_turn":
+                self._denial = HookResult(allow=False, message=_failure_reason(exc))
             await self._send_quietly(_fail_closed(effect, exc))
             if isinstance(exc, Exception):
                 return
@@ -526,15 +574,22 @@ class Agent:
         runner, tools = self.hook_runner, self._tools
         assert runner is not None and tools is not None
         if isinstance(effect, p.HookCall):
+            if effect.refusal:  # unsafe to decide: no hook gets the chance to allow it
+                logger.warning("refusing %s: %s", effect.event, effect.refusal)
+                return p.hook_reply(effect, HookResult(allow=False, message=effect.refusal))
             return p.hook_reply(effect, await self._dispatch(effect))
         if isinstance(effect, p.RunTool):
             return p.tool_reply(effect.call, await tools.run(effect.call))
         if isinstance(effect, p.AskUser):
             return p.question_reply(effect, await runner.dispatch_interaction(effect.questions))
-        decision = await runner.dispatch_pre_tool_call(effect.call)
         if isinstance(effect, p.ConfirmTool):
+            if effect.call is None:
+                return p.confirmation_reply(effect, False)
+            decision = await runner.dispatch_pre_tool_call(effect.call)
             return p.confirmation_reply(effect, decision.allow)
-        return p.policy_reply(effect, decision)
+        if effect.refusal:
+            return p.policy_reply(effect, HookResult(allow=False, message=effect.refusal))
+        return p.policy_reply(effect, await runner.dispatch_pre_tool_call(effect.call))
 
     async def _send_quietly(self, frame: dict[str, Any]) -> None:
         conn = self._conn
@@ -564,12 +619,11 @@ class Agent:
             return await runner.dispatch_post_turn(self._core.response())
         if event == "on_compaction":
             return await runner.dispatch_on_compaction(call.arg)
-        if event == "on_session_end":
-            if not self._session_end_dispatched:
-                self._session_end_dispatched = True
-                await runner.dispatch_session_end()
-            return None
         return None
+
+
+def _failure_reason(exc: BaseException) -> str:
+    return f"the SDK could not decide: {type(exc).__name__}: {exc}".rstrip(": ")
 
 
 def _fail_closed(
@@ -577,7 +631,7 @@ def _fail_closed(
     exc: BaseException,
 ) -> p.Reply:
     """The most conservative answer to `effect`: deny, fail the tool, cancel the questions."""
-    reason = f"the SDK could not decide: {type(exc).__name__}: {exc}".rstrip(": ")
+    reason = _failure_reason(exc)
     if isinstance(effect, p.HookCall):
         return p.failed_hook_reply(effect, reason)
     if isinstance(effect, p.RunTool):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from antigravity_sdk import Agent, HookRunner, ToolCall
+from antigravity_sdk import Agent, HookResult, HookRunner, ToolCall
 from antigravity_sdk.harness import protocol as p
 from antigravity_sdk.tools import ToolRunner
 from antigravity_sdk.types import AskQuestionEntry
@@ -109,3 +109,52 @@ async def test_a_cancelled_decision_is_answered_fail_closed_once(kind: str) -> N
         await task
     assert len(conn.sent) == 1
     assert FAIL_CLOSED[kind](conn.sent[0]), conn.sent[0]
+
+
+class AllowEverything(HookRunner):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[ToolCall] = []
+
+    async def dispatch_pre_tool_call(self, tool_call: ToolCall) -> Any:
+        self.asked.append(tool_call)
+        return HookResult.allowed()
+
+
+async def test_a_refused_request_is_denied_without_asking_any_hook() -> None:
+    agent, conn = make_agent()
+    runner = agent.hook_runner = AllowEverything()
+    refused = p.HookCall("hook_request_2", "pre_tool_call", CALL, refusal="refused: ambiguous")
+    await agent._answer(refused)
+    assert runner.asked == []
+    assert conn.sent == [
+        {
+            "callHookResponse": {
+                "requestId": "hook_request_2",
+                "preToolResult": {"decision": "DENY", "reason": "refused: ambiguous"},
+            }
+        }
+    ]
+    await agent._answer(p.PolicyRequest("8", CALL, refusal="refused: ambiguous"))
+    assert runner.asked == []
+    assert conn.sent[-1]["policyDecisionResponse"]["outcome"] == "POLICY_EVALUATION_OUTCOME_DENY"
+
+
+async def test_a_confirmation_for_an_undescribed_step_is_rejected_unasked() -> None:
+    agent, conn = make_agent()
+    runner = agent.hook_runner = AllowEverything()
+    await agent._answer(p.ConfirmTool("traj", 5, None))
+    assert runner.asked == []
+    assert conn.sent == [
+        {"toolConfirmation": {"trajectoryId": "traj", "stepIndex": 5, "accepted": False}}
+    ]
+
+
+@pytest.mark.parametrize("name", ["create_file", "edit_file", "view_file", "call_mcp_tool"])
+def test_host_tools_may_not_take_the_harness_tools_names(name: str) -> None:
+    def tool_fn(path: str) -> str:
+        return path
+
+    tool_fn.__name__ = name
+    with pytest.raises(ValueError, match="harness's own tool names"):
+        Agent.builder().tool(tool_fn).allow_all().build()

@@ -276,8 +276,13 @@ def test_pre_turn_post_turn_compaction_and_session_hooks() -> None:
         )
     )
     assert compaction == HookCall("hook_request_8", "on_compaction", "the summary")
+    # Session start and end are dispatched by the SDK itself (the harness raises them
+    # lazily or late); should the harness ask anyway, it gets an empty answer.
     (end,) = c.receive(hook("LIFECYCLE_HOOK_ON_SESSION_END", "hook_request_9"))
-    assert end == HookCall("hook_request_9", "on_session_end")
+    assert end == HookCall("hook_request_9", "")
+    assert p.hook_reply(end, None) == {
+        "callHookResponse": {"requestId": "hook_request_9", "emptyResult": {}}
+    }
 
 
 @pytest.mark.parametrize(
@@ -1076,3 +1081,79 @@ def test_baseline_session_effects() -> None:
     end = BASELINE[-2][0]
     assert end.response.text == "done"
     assert end.response.usage.total_token_count == 105
+
+
+# -- arguments as the harness will act on them ------------------------------------------
+
+
+def test_builtin_argument_keys_are_given_in_their_canonical_spelling() -> None:
+    # The harness decodes arguments case-insensitively: `cwd` is its Cwd. Policies must see
+    # the value under the name they check.
+    (call,) = core().receive(pre_tool("run_command", {"commandLine": "rm -rf /", "cwd": "/"}))
+    assert call.refusal == ""
+    assert call.arg.args == {"CommandLine": "rm -rf /", "Cwd": "/"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"AbsolutePath": "/ws/a.txt", "absolutePath": "/etc/hostname"},
+        {"CommandLine": "echo", "commandline": "rm -rf /"},
+        {"Subagents": [{"Workspace": "/ws", "workspace": "/"}]},
+    ],
+)
+def test_arguments_that_differ_only_in_case_are_refused(args: dict[str, Any]) -> None:
+    (call,) = core().receive(pre_tool("view_file", args))
+    assert call.event == "pre_tool_call"
+    assert "differ only in case" in call.refusal
+    assert (
+        p.hook_reply(call, HookResult(allow=False, message=call.refusal))["callHookResponse"][
+            "preToolResult"
+        ]["decision"]
+        == "DENY"
+    )
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        hook("LIFECYCLE_HOOK_PRE_TOOL", preToolArgsV2={"toolName": "run_command"}),
+        hook("LIFECYCLE_HOOK_PRE_TOOL", preToolArgs={"toolName": "", "argumentsJson": "{}"}),
+        hook(
+            "LIFECYCLE_HOOK_PRE_TOOL",
+            preToolArgs={"toolName": "run_command", "argumentsJson": "not json"},
+        ),
+    ],
+)
+def test_a_request_that_cannot_be_read_is_refused_not_allowed(frame: dict[str, Any]) -> None:
+    (call,) = core().receive(frame)
+    assert call.event == "pre_tool_call"
+    assert call.refusal.startswith("refused:")
+
+
+def test_mcp_calls_keep_their_names_and_get_their_own_arguments() -> None:
+    wrapped = {"Arguments": {"path": "/etc/passwd"}, "ServerName": "fs", "ToolName": "edit_file"}
+    (call,) = core().receive(pre_tool("edit_file", wrapped, serverName="fs"))
+    assert call.arg.qualified_name == "fs/edit_file"  # not fs/replace_file_content
+    assert call.arg.args == {"path": "/etc/passwd"}
+
+
+def test_host_tools_keep_their_names() -> None:
+    c = p.SessionCore(frozenset({"list_directory"}))
+    (call,) = c.receive(pre_tool("list_directory", {"where": "."}))
+    assert call.arg.name == "list_directory"
+    (builtin,) = p.SessionCore().receive(pre_tool("list_directory", {"DirectoryPath": "."}))
+    assert builtin.arg.name == "list_dir"
+
+
+def test_a_confirmation_for_a_step_the_sdk_cannot_describe_carries_no_call() -> None:
+    c = core()
+    update = {
+        "trajectoryId": MAIN,
+        "stepIndex": 4,
+        "state": "STATE_WAITING_FOR_USER",
+        "source": "SOURCE_MODEL",
+        "toolConfirmationRequest": {},
+    }
+    effects = c.receive({"stepUpdate": update})
+    assert [e for e in effects if isinstance(e, p.ConfirmTool)] == [p.ConfirmTool(MAIN, 4, None)]

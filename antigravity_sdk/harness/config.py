@@ -7,7 +7,6 @@ field and never answers it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,8 +161,3 @@ def harness_config(
             token_threshold=capabilities.compaction_token_threshold
         )
     return {"config": wire.message_to_dict(config)}
-
-
-def dumps(frame: dict[str, Any]) -> str:
-    """Compact JSON, as sent on the socket (handy for logging a config)."""
-    return json.dumps(frame, separators=(",", ":"))

@@ -170,10 +170,8 @@ class LocalConnection(_WebSocketLink):
         assert self._proc.stderr is not None
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc.stderr))
         try:
-            port, api_key = await asyncio.wait_for(
-                self._handshake(storage_dir), timeout=self._startup_timeout
-            )
-            await self._connect(("localhost", "127.0.0.1"), port, api_key)
+            # One deadline for the whole start-up: handshake, then the WebSocket.
+            await asyncio.wait_for(self._start(storage_dir), timeout=self._startup_timeout)
         except TimeoutError:
             await self.close()
             raise HarnessConnectionError(
@@ -183,6 +181,10 @@ class LocalConnection(_WebSocketLink):
         except BaseException:
             await self.close()
             raise
+
+    async def _start(self, storage_dir: Path) -> None:
+        port, api_key = await self._handshake(storage_dir)
+        await self._connect(("localhost", "127.0.0.1"), port, api_key)
 
     async def _handshake(self, storage_dir: Path) -> tuple[int, str]:
         proc = self._proc
@@ -224,8 +226,10 @@ class LocalConnection(_WebSocketLink):
         while True:
             try:
                 line = await stream.readline()
-            except (ValueError, OSError):  # an over-long line, or the pipe went away
+            except ValueError:  # an over-long line: skip it
                 continue
+            except OSError:  # the pipe is gone: nothing more will come
+                return
             if not line:
                 return
             self._stderr.append(line.decode("utf-8", "replace").rstrip())
@@ -288,9 +292,15 @@ class RemoteConnection(_WebSocketLink):
     """
 
     def __init__(
-        self, host: str | None = None, port: int | None = None, api_key: str | None = None
+        self,
+        host: str | None = None,
+        port: int | None = None,
+        api_key: str | None = None,
+        *,
+        connect_timeout: float = 30.0,
     ) -> None:
         super().__init__()
+        self._connect_timeout = connect_timeout
         self.host = host or os.environ.get("ANTIGRAVITY_HARNESS_HOST", "127.0.0.1")
         raw_port = port if port is not None else os.environ.get("ANTIGRAVITY_HARNESS_PORT")
         if raw_port is None:
@@ -303,7 +313,15 @@ class RemoteConnection(_WebSocketLink):
 
     async def open(self, *, storage_dir: Path, home: Path) -> None:
         del storage_dir, home  # the remote harness was configured by whoever started it
-        await self._connect((self.host,), self.port, self.api_key)
+        try:
+            await asyncio.wait_for(
+                self._connect((self.host,), self.port, self.api_key), self._connect_timeout
+            )
+        except TimeoutError:
+            raise HarnessConnectionError(
+                f"cannot reach the harness at {self.host}:{self.port} "
+                f"within {self._connect_timeout}s"
+            ) from None
 
     async def close(self) -> None:
         await self._close_socket()

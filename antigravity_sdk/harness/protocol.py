@@ -38,6 +38,7 @@ from ..types import (
 
 __all__ = [
     "HOOK_EVENTS",
+    "RESERVED_TOOL_NAMES",
     "AskUser",
     "Chunk",
     "ConfirmTool",
@@ -53,7 +54,6 @@ __all__ = [
 
 # Hook method name -> the harness's LifecycleHook value that asks for it.
 HOOK_EVENTS: Final = {
-    "on_session_end": "LIFECYCLE_HOOK_ON_SESSION_END",
     "pre_turn": "LIFECYCLE_HOOK_PRE_TURN",
     "post_turn": "LIFECYCLE_HOOK_POST_TURN",
     "pre_tool_call": "LIFECYCLE_HOOK_PRE_TOOL",
@@ -109,11 +109,17 @@ _USAGE_FIELDS: Final = (
 
 @dataclass(frozen=True, slots=True)
 class HookCall:
-    """Dispatch `event` to the hooks with `arg`, then answer with `hook_reply`."""
+    """Dispatch `event` to the hooks with `arg`, then answer with `hook_reply`.
+
+    A non-empty `refusal` means the request itself is unsafe to decide (malformed, or
+    arguments the harness would read differently than the hooks): answer DENY with it,
+    without dispatching.
+    """
 
     request_id: str
     event: str  # a Hook method name, or "" for a hook type this SDK does not know
     arg: Any = None
+    refusal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +144,7 @@ class ConfirmTool:
 
     trajectory_id: str
     step_index: int
-    call: ToolCall
+    call: ToolCall | None  # None: a step the SDK cannot describe, so it is rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +153,7 @@ class PolicyRequest:
 
     request_id: str
     call: ToolCall
+    refusal: str = ""  # as for HookCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,13 +400,137 @@ def _questions(request: dict[str, Any]) -> tuple[AskQuestionEntry, ...]:
     return tuple(entries)
 
 
+# -- tool-call arguments ----------------------------------------------------------------
+
+# The argument names of the harness's built-in tools (0.1.22), as the model sees them. The
+# harness decodes arguments case-insensitively (Go's encoding/json: `cwd` is `Cwd`, and of
+# two keys that differ only in case the last wins), so hooks and policies get each key in
+# this canonical spelling, and a call whose keys collide under case-folding is refused:
+# the harness would act on a value the policies never saw.
+_BUILTIN_ARGS: Final = {
+    tool: {key.casefold(): key for key in (*keys, "toolAction", "toolSummary")}
+    for tool, keys in {
+        "run_command": (
+            "CommandLine",
+            "Cwd",
+            "WaitMsBeforeAsync",
+            "RunPersistent",
+            "RequestedTerminalID",
+            "NotificationTimeoutSeconds",
+        ),
+        "view_file": ("AbsolutePath", "StartLine", "EndLine", "ContentOffset"),
+        "write_to_file": (
+            "TargetFile",
+            "CodeContent",
+            "Overwrite",
+            "Description",
+            "Append",
+            "ArtifactMetadata",
+        ),
+        "replace_file_content": (
+            "TargetFile",
+            "Instruction",
+            "Description",
+            "AllowMultiple",
+            "TargetContent",
+            "ReplacementContent",
+            "StartLine",
+            "EndLine",
+            "TargetLintErrorIds",
+        ),
+        "list_dir": ("DirectoryPath",),
+        "find_by_name": (
+            "SearchDirectory",
+            "Pattern",
+            "Excludes",
+            "Extensions",
+            "FullPath",
+            "MaxDepth",
+            "Type",
+        ),
+        "grep_search": (
+            "SearchPath",
+            "Query",
+            "CaseInsensitive",
+            "Includes",
+            "IsRegex",
+            "MatchPerLine",
+        ),
+        "read_url_content": ("Url",),
+        "search_web": ("query", "domain"),
+        "generate_image": ("Prompt", "ImageName", "ImagePaths", "AspectRatio"),
+        "run_workflow": ("Script", "ScriptPath", "Args", "Description"),
+        "invoke_subagent": ("Subagents",),
+        "send_message": ("Recipient", "Message"),
+        "manage_task": ("Action", "Input", "TaskId"),
+        "manage_subagents": ("Action", "ConversationIds"),
+        "schedule": (
+            "Prompt",
+            "CronExpression",
+            "DurationSeconds",
+            "IsDaemon",
+            "MaxIterations",
+            "TimerCondition",
+        ),
+    }.items()
+}
+_MCP_WRAPPER: Final = frozenset({"servername", "toolname", "arguments"})
+
+RESERVED_TOOL_NAMES: Final = frozenset(
+    {*_BUILTIN_ARGS, *_MODEL_TOOL_NAME, "ask_question", "define_subagent", "call_mcp_tool"}
+)
+"""Names of the harness's own tools (as the model and as hooks see them): a host-side tool
+with one of these names would be indistinguishable from the built-in in PRE_TOOL."""
+
+
+def _case_collision(value: Any) -> str:
+    """Two keys of one object (at any depth) that differ only in case, or ""."""
+    if isinstance(value, dict):
+        seen: dict[str, str] = {}
+        for key, item in value.items():
+            folded = key.casefold()
+            if folded in seen:
+                return f"{seen[folded]!r} and {key!r}"
+            seen[folded] = key
+            found = _case_collision(item)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = _case_collision(item)
+            if found:
+                return found
+    return ""
+
+
+def _governed_args(name: str, server: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the harness will act on them: canonical key spelling for built-in
+    tools, and an MCP tool's own arguments rather than the `call_mcp_tool` wrapper."""
+    if server is not None:
+        folded = {key.casefold(): value for key, value in args.items()}
+        if folded.keys() == _MCP_WRAPPER:
+            inner = folded["arguments"]
+            if isinstance(inner, str):
+                inner = _parse_args(inner)
+            if isinstance(inner, dict):
+                return inner
+        return args
+    canonical = _BUILTIN_ARGS.get(name)
+    if canonical is None:
+        return args
+    return {canonical.get(key.casefold(), key): value for key, value in args.items()}
+
+
 # -- the core ---------------------------------------------------------------------------
 
 
 class SessionCore:
     """The protocol state of one conversation, independent of how frames travel."""
 
-    def __init__(self) -> None:
+    def __init__(self, host_tools: frozenset[str] = frozenset()) -> None:
+        # Host-side tools keep their own names: only built-in tools are reported to hooks
+        # under internal names that need translating.
+        self._host_tools = host_tools
         self.conversation_id = ""
         self.streaming = True
         self.usage = UsageMetadata()
@@ -451,11 +582,8 @@ class SessionCore:
             return []
         if "policyDecisionRequest" in frame:
             request = _obj(frame, "policyDecisionRequest")
-            return [
-                PolicyRequest(
-                    _str(request, "requestId"), self._tool_call(_obj(request, "toolArgs"))
-                )
-            ]
+            asked, refusal = self._tool_call(_obj(request, "toolArgs"))
+            return [PolicyRequest(_str(request, "requestId"), asked, refusal)]
         if "initializeConversationResponse" in frame:
             response = _obj(frame, "initializeConversationResponse")
             self.conversation_id = _str(response, "cascadeId")
@@ -469,26 +597,48 @@ class SessionCore:
             return [SessionEnded()]
         return []  # an event this SDK does not know: ignore it
 
-    def _tool_call(self, args: dict[str, Any]) -> ToolCall:
-        name = _str(args, "toolName")
+    def _model_name(self, name: str, server: str | None) -> str:
+        if server is None and name not in self._host_tools:
+            return _MODEL_TOOL_NAME.get(name, name)
+        return name
+
+    def _tool_call(self, args: dict[str, Any]) -> tuple[ToolCall, str]:
+        """The call a PRE_TOOL (or policy) request is about, and why to refuse it, if so."""
+        raw_name = _str(args, "toolName")
+        server = _str(args, "serverName") or None
+        name = self._model_name(raw_name, server)
+        refusal = ""
+        try:
+            arguments = _parse_args(_str(args, "argumentsJson"))
+        except ProtocolError as exc:
+            arguments, refusal = {}, f"refused: {exc}"
+        collision = _case_collision(arguments)
+        if collision:
+            refusal = (
+                f"refused: arguments {collision} differ only in case, and the harness "
+                "would act on one the policies did not check"
+            )
+        if not raw_name:
+            refusal = "refused: a tool-call request without a tool name"
         step_index = args.get("stepIndex")
-        return ToolCall(
-            name=_MODEL_TOOL_NAME.get(name, name),
-            args=_parse_args(_str(args, "argumentsJson")),
+        call = ToolCall(
+            name=name,
+            args=arguments if refusal else _governed_args(name, server, arguments),
             id=_str(args, "callId"),
-            server_name=_str(args, "serverName") or None,
+            server_name=server,
             trajectory_id=_str(args, "trajectoryId"),
             step_index=_int(args, "stepIndex") if step_index is not None else None,
         )
+        return call, refusal
 
     def _hook_call(self, request: dict[str, Any]) -> HookCall:
         request_id = _str(request, "requestId")
         event = _EVENT_OF_TYPE.get(_str(request, "type"), "")
         if event == "pre_tool_call":
-            call = self._tool_call(_obj(request, "preToolArgs"))
-            if call.id:
+            call, refusal = self._tool_call(_obj(request, "preToolArgs"))
+            if call.id and not refusal:
                 self._calls[call.id] = call
-            return HookCall(request_id, event, call)
+            return HookCall(request_id, event, call, refusal)
         if event == "post_tool_call":
             args = _obj(request, "postToolArgs")
             name = _str(args, "toolName")
@@ -503,7 +653,7 @@ class SessionCore:
                 request_id,
                 event,
                 ToolResult(
-                    name=_MODEL_TOOL_NAME.get(name, name),
+                    name=self._model_name(name, _str(args, "serverName") or None),
                     id=call_id,
                     result=result,
                     error=_str(args, "error") or None,
@@ -515,10 +665,11 @@ class SessionCore:
             name = _str(args, "toolName")
             call_id = _str(args, "callId")
             known = self._calls.pop(call_id, None)
+            server = _str(args, "serverName") or None
             call = known or ToolCall(
-                name=_MODEL_TOOL_NAME.get(name, name),
+                name=self._model_name(name, server),
                 id=call_id,
-                server_name=_str(args, "serverName") or None,
+                server_name=server,
                 trajectory_id=_str(args, "trajectoryId"),
             )
             message = _str(args, "errorMessage") or "tool failed"
@@ -573,7 +724,7 @@ class SessionCore:
             call = (
                 _action_call(step.action, step.action_fields)
                 if _is_tool_action(step.action)
-                else ToolCall(name="unknown")
+                else None
             )
             effects.append(ConfirmTool(step.trajectory_id, step.step_index, call))
         return effects
