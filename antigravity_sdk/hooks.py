@@ -8,6 +8,11 @@ Categories decide what a failure means:
   return value that is not a `HookResult` denies (fail-closed).
 * Transform (on_tool_error, on_interaction): the first answer wins; a failure gives the
   most conservative answer (no recovery, cancelled questions).
+
+"Failure" includes a hook that answers after its timeout expired (it swallowed the
+cancellation: its answer is discarded) and a hook that raises `asyncio.CancelledError`
+while the dispatching task is not being cancelled (e.g. it awaited a future someone
+else cancelled). Cancelling the dispatching task itself still propagates.
 """
 
 from __future__ import annotations
@@ -275,6 +280,11 @@ class HookRunner:
                 except Exception as exc:
                     result = _decide_failed(name, "pre_tool_call", exc)
                     break
+                except asyncio.CancelledError as exc:  # free unless raised
+                    if _cancelling():
+                        raise
+                    result = _decide_failed(name, "pre_tool_call", exc)
+                    break
                 if result is _ALLOWED:
                     continue
                 if not isinstance(result, HookResult):
@@ -310,6 +320,10 @@ class HookRunner:
                         await self._call(method, (result,))
                 except Exception as exc:
                     _inspect_failed(name, "post_tool_call", exc)
+                except asyncio.CancelledError as exc:
+                    if _cancelling():
+                        raise
+                    _inspect_failed(name, "post_tool_call", exc)
         finally:
             _current.reset(token)
 
@@ -328,7 +342,9 @@ class HookRunner:
                     result, value = answer
                     if not isinstance(result, HookResult):
                         raise TypeError(f"returned {type(result).__name__}, not a HookResult")
-                except Exception as exc:
+                except (Exception, asyncio.CancelledError) as exc:
+                    if not isinstance(exc, Exception) and _cancelling():
+                        raise
                     logger.error("hook %s.on_tool_error failed: %s", name, _describe(exc))
                     return HookResult(
                         allow=False,
@@ -356,7 +372,9 @@ class HookRunner:
                         raise TypeError(
                             f"returned {type(answer).__name__}, not a QuestionHookResult"
                         )
-                except Exception as exc:
+                except (Exception, asyncio.CancelledError) as exc:
+                    if not isinstance(exc, Exception) and _cancelling():
+                        raise
                     logger.error("hook %s.on_interaction failed: %s", name, _describe(exc))
                     return QuestionHookResult(responses=[], cancelled=True)
                 if answer is not None:
@@ -371,13 +389,21 @@ class HookRunner:
     # -- the shared loops ---------------------------------------------------------------
 
     async def _call(self, method: Method, args: tuple[Any, ...]) -> Any:
-        if self._timeout is None:
+        timeout = self._timeout
+        if timeout is None:
             return await method(*args)
+        deadline = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(self._timeout):
-                return await method(*args)
+            async with deadline:
+                result = await method(*args)
         except TimeoutError:
-            raise TimeoutError(f"timed out after {self._timeout}s") from None
+            if deadline.expired():
+                raise TimeoutError(f"timed out after {timeout}s") from None
+            raise  # the hook's own TimeoutError, not the deadline
+        if deadline.expired():
+            # The hook caught the cancellation and answered anyway: too late to count.
+            raise TimeoutError(f"timed out after {timeout}s (its late answer is ignored)")
+        return result
 
     async def _decide(
         self,
@@ -392,6 +418,10 @@ class HookRunner:
                 try:
                     result = await self._call(method, args)
                 except Exception as exc:
+                    return _decide_failed(name, event, exc)
+                except asyncio.CancelledError as exc:
+                    if _cancelling():
+                        raise
                     return _decide_failed(name, event, exc)
                 if result is _ALLOWED:
                     continue
@@ -419,6 +449,10 @@ class HookRunner:
                     await self._call(method, args)
                 except Exception as exc:
                     _inspect_failed(name, event, exc)
+                except asyncio.CancelledError as exc:
+                    if _cancelling():
+                        raise
+                    _inspect_failed(name, event, exc)
         finally:
             _current.reset(token)
 
@@ -427,7 +461,14 @@ def _new_child(_item: object, parent: HookContext) -> HookContext:
     return parent.child()
 
 
-def _decide_failed(name: str, event: str, exc: Exception) -> HookResult:
+def _cancelling() -> bool:
+    """Whether the running task is being cancelled: then a CancelledError is its own,
+    not a hook's failure, and must propagate."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _decide_failed(name: str, event: str, exc: BaseException) -> HookResult:
     logger.error("hook %s.%s failed (denying): %s", name, event, _describe(exc))
     return HookResult(allow=False, message=f"hook {name}.{event} failed: {_describe(exc)}")
 
@@ -438,7 +479,7 @@ def _decide_wrong_type(name: str, event: str, result: object) -> HookResult:
     return HookResult(allow=False, message=f"hook {name}.{event} returned {kind}, not a HookResult")
 
 
-def _inspect_failed(name: str, event: str, exc: Exception) -> None:
+def _inspect_failed(name: str, event: str, exc: BaseException) -> None:
     logger.warning("hook %s.%s failed: %s", name, event, _describe(exc))
 
 

@@ -26,7 +26,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_check_lists_rules_in_evaluation_order(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "policy", "check", EXAMPLE)
     assert code == 0
-    assert "OK, 18 policies" in out
+    assert "OK, 20 policies" in out
     lines = [line for line in out.splitlines() if line.startswith("  [")]
     buckets = [int(line[3]) for line in lines]
     assert buckets == sorted(buckets) and buckets[0] == 0 and buckets[-1] == 8
@@ -79,7 +79,7 @@ def test_python_dash_m_entry_point() -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "OK, 18 policies" in proc.stdout
+    assert "OK, 20 policies" in proc.stdout
 
 
 # -- confirm_in_terminal -------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -422,6 +423,114 @@ async def test_cancelling_the_dispatch_propagates(event: str, hook_timeout: floa
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+# -- late answers and a hook's own CancelledError -------------------------------------------
+
+
+async def _swallow_then(value: Any) -> Any:
+    """Sleep past the timeout, catch the timeout's cancellation, and answer anyway."""
+    with contextlib.suppress(asyncio.CancelledError):  # e.g. a library that retries
+        await asyncio.sleep(PAST_TIMEOUT)
+    return value
+
+
+async def _raise_cancelled() -> Any:
+    """Await a future someone else cancelled: CancelledError, with no task cancel."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.cancel()
+    await future
+
+
+@pytest.mark.parametrize("event", EVENTS)
+async def test_an_answer_after_the_timeout_counts_as_failing(
+    event: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="antigravity_sdk.hooks")
+    log: list[str] = []
+    runner = HookRunner(
+        [
+            make_hook("Before", event, log, lambda: passing(event)),
+            # The late answer would pass (allow, decline, no answer): it must not count.
+            make_hook("Stubborn", event, log, lambda: _swallow_then(passing(event))),
+            make_hook("After", event, log, lambda: stopping(event, "After")),
+        ],
+        timeout=TIMEOUT,
+    )
+    result = await dispatch(runner, event)
+    assert_failure(event, result, log, "Stubborn", "timed out")
+    assert failure_records(caplog, "Stubborn", event), caplog.text
+
+
+async def test_a_late_allow_from_pre_tool_call_denies() -> None:
+    log: list[str] = []
+    runner = HookRunner(
+        [make_hook("Stubborn", "pre_tool_call", log, lambda: _swallow_then(HookResult.ALLOWED))],
+        timeout=TIMEOUT,
+    )
+    result = await runner.dispatch_pre_tool_call(CALL)
+    assert result.allow is False and "Stubborn" in result.message and "timed out" in result.message
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_a_hooks_own_timeout_error_is_not_reported_as_the_deadline() -> None:
+    def own() -> Any:
+        raise TimeoutError("upstream API timed out")
+
+    runner = HookRunner([make_hook("Own", "pre_tool_call", [], own)], timeout=5.0)
+    result = await runner.dispatch_pre_tool_call(CALL)
+    assert result.allow is False and "upstream API timed out" in result.message
+
+
+@pytest.mark.parametrize("hook_timeout", [None, 5.0])
+@pytest.mark.parametrize("event", EVENTS)
+async def test_a_hook_raising_cancelled_error_counts_as_failing(
+    event: str, hook_timeout: float | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="antigravity_sdk.hooks")
+    log: list[str] = []
+    runner = HookRunner(
+        [
+            make_hook("Before", event, log, lambda: passing(event)),
+            make_hook("Cancelling", event, log, _raise_cancelled),
+            make_hook("After", event, log, lambda: stopping(event, "After")),
+        ],
+        timeout=hook_timeout,
+    )
+    result = await dispatch(runner, event)  # does not raise: the task is not cancelled
+    assert_failure(event, result, log, "Cancelling", "CancelledError")
+    assert failure_records(caplog, "Cancelling", event), caplog.text
+
+
+@pytest.mark.parametrize("hook_timeout", [None, 5.0])
+@pytest.mark.parametrize("event", EVENTS)
+async def test_cancelling_the_dispatch_propagates_even_if_the_hook_reraises(
+    event: str, hook_timeout: float | None
+) -> None:
+    """The hook turns the task's cancellation into a fresh CancelledError: still ours."""
+    entered = asyncio.Event()
+
+    async def hang() -> Any:
+        entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise asyncio.CancelledError("re-raised by the hook") from None
+
+    after: list[str] = []
+    runner = HookRunner(
+        [
+            make_hook("Hanging", event, [], hang),
+            make_hook("After", event, after, lambda: stopping(event, "After")),
+        ],
+        timeout=hook_timeout,
+    )
+    task = asyncio.create_task(dispatch(runner, event))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert after == []
 
 
 # -- registration ---------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 from typing import Any
 
@@ -345,6 +347,118 @@ async def test_handler_timeout_denies_async_and_sync() -> None:
         result = await enforcer.pre_tool_call(ToolCall(name="x"))
         assert not result.allow and "0.05s" in result.message
         assert time.perf_counter() - started < 0.4
+
+
+async def test_a_late_answer_after_the_timeout_denies() -> None:
+    """A handler that swallows the timeout's cancellation and approves anyway is too late."""
+
+    async def stubborn(call: ToolCall) -> bool:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(5)
+        return True
+
+    enforcer = policy.enforce([policy.ask_user("x", stubborn, timeout=0.05, name="t")])
+    result = await enforcer.pre_tool_call(ToolCall(name="x"))
+    assert not result.allow and "within 0.05s" in result.message
+    decision = await enforcer.evaluate(ToolCall(name="x"))
+    assert not decision.allow and decision.message == result.message
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_sync_handler_without_timeout_does_not_block_the_loop() -> None:
+    """`lambda c: input(...)`-style handlers run in a worker thread, timeout or not."""
+    loop_thread = threading.get_ident()
+    ticked = threading.Event()
+    threads: list[int] = []
+
+    def blocking(call: ToolCall) -> bool:
+        threads.append(threading.get_ident())
+        return ticked.wait(2)  # only the event loop can set it
+
+    async def tick() -> None:
+        await asyncio.sleep(0.01)
+        ticked.set()
+
+    enforcer = policy.enforce([policy.ask_user("x", blocking)])
+    ticker = asyncio.create_task(tick())
+    started = time.perf_counter()
+    assert (await enforcer.pre_tool_call(ToolCall(name="x"))).allow
+    await ticker
+    assert time.perf_counter() - started < 1.5
+    assert threads and threads[0] != loop_thread
+
+
+async def test_sync_handler_returning_an_awaitable_is_awaited() -> None:
+    async def later() -> bool:
+        return True
+
+    enforcer = policy.enforce([policy.ask_user("x", lambda c: later())])
+    assert await allowed(enforcer, ToolCall(name="x"))
+
+
+async def test_handler_raising_cancelled_error_denies() -> None:
+    async def cancelled(call: ToolCall) -> bool:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        return await future
+
+    for timeout in (None, 5.0):
+        enforcer = policy.enforce([policy.ask_user("x", cancelled, name="c", timeout=timeout)])
+        result = await enforcer.pre_tool_call(ToolCall(name="x"))
+        assert not result.allow and "CancelledError" in result.message
+        assert not (await enforcer.evaluate(ToolCall(name="x"))).allow
+
+
+async def test_handler_own_timeout_error_is_a_failure_not_the_deadline() -> None:
+    def own(call: ToolCall) -> bool:
+        raise TimeoutError("the pager timed out")
+
+    for timeout in (None, 5.0):
+        enforcer = policy.enforce([policy.ask_user("x", own, name="o", timeout=timeout)])
+        result = await enforcer.pre_tool_call(ToolCall(name="x"))
+        assert not result.allow and "the pager timed out" in result.message
+        assert "within" not in result.message
+
+
+async def test_predicate_raising_cancelled_error_is_a_failure() -> None:
+    async def cancelled(args: dict[str, Any]) -> bool:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        return await future
+
+    guard = policy.deny("x", when=cancelled, name="guard")
+    result = await policy.enforce([guard]).pre_tool_call(ToolCall(name="x"))
+    assert not result.allow and "CancelledError" in result.message
+    opener = policy.allow("x", when=cancelled)  # APPROVE: does not match
+    enforcer = policy.enforce([opener, policy.deny_all()])
+    assert not await allowed(enforcer, ToolCall(name="x"))
+    assert (await enforcer.evaluate(ToolCall(name="x"))).policy is not opener
+
+
+@pytest.mark.parametrize("where", ["handler", "predicate"])
+async def test_cancelling_a_decision_propagates(where: str) -> None:
+    entered = asyncio.Event()
+
+    async def hang(_: Any) -> bool:
+        entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise asyncio.CancelledError("re-raised") from None
+        return True
+
+    if where == "handler":
+        rules = [policy.ask_user("x", hang, timeout=60)]
+    else:
+        rules = [policy.deny("x", when=hang)]
+    enforcer = policy.enforce(rules)
+    for decide in (enforcer.pre_tool_call, enforcer.evaluate):
+        entered.clear()
+        task = asyncio.create_task(decide(ToolCall(name="x")))  # type: ignore[operator]
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
 
 
 async def test_evaluate_without_asking() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from antigravity_sdk import ToolCall, policy
 from antigravity_sdk.policy import Decision, Policy
@@ -238,3 +239,148 @@ def test_fail_safe_errors_are_never_more_permissive(
             call.qualified_name,
         )[0]
     )
+
+
+# -- pre_tool_call and evaluate() implement predicate calling twice: they must agree ---------
+
+# Predicate outcomes beyond true/false/raise: truthy and falsy non-bools, an awaitable from
+# a sync function, a CancelledError from a cancelled inner future.
+EXTRA_PREDICATES = (*PREDICATES, "truthy", "falsy", "awaitable", "cancel")
+EXTRA_HANDLERS = (*HANDLERS, "cancel", "wrong", "own_timeout")
+
+
+class Args(BaseModel):
+    k: str
+
+
+class Strict(BaseModel):
+    missing: int  # never in the call's args: validation fails
+
+
+def _cancelled() -> Any:
+    future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    future.cancel()
+    return future
+
+
+def extra_predicate(outcome: str, is_async: bool, kind: str) -> Any:
+    def plain() -> Any:
+        if outcome == "raise":
+            raise ValueError("predicate failure")
+        return {"truthy": "yes", "falsy": 0}.get(outcome, outcome in ("true", "awaitable"))
+
+    async def awaited() -> Any:
+        if outcome == "cancel":
+            return await _cancelled()
+        return plain()
+
+    # "awaitable" and "cancel" need an await: a sync predicate returns the awaitable.
+    needs_await = is_async or outcome in ("awaitable", "cancel")
+    if kind == "strict":
+
+        def on_strict(args: Strict) -> bool:
+            raise AssertionError("never reached: validation fails first")
+
+        return on_strict
+    if kind == "model":
+
+        def on_model(args: Args) -> Any:
+            assert isinstance(args, Args)
+            return awaited() if needs_await else plain()
+
+        return on_model
+    if is_async:
+
+        async def on_args(args: dict[str, Any]) -> Any:
+            return await awaited()
+
+        return on_args
+    return lambda args: awaited() if needs_await else plain()
+
+
+def extra_handler(outcome: str, is_async: bool) -> Any:
+    def answer() -> Any:
+        if outcome == "raise":
+            raise RuntimeError("handler failure")
+        if outcome == "own_timeout":
+            raise TimeoutError("the pager timed out")
+        if outcome == "wrong":
+            return "yes"
+        return outcome == "approve"
+
+    if outcome == "cancel":
+
+        async def cancelled(call: ToolCall) -> bool:
+            result: bool = await _cancelled()
+            return result
+
+        return cancelled
+    if is_async:
+
+        async def handler(call: ToolCall) -> Any:
+            return answer()
+
+        return handler
+    return lambda call: answer()
+
+
+@dataclass(frozen=True)
+class ExtraSpec:
+    pattern: str
+    decision: Decision
+    predicate: str
+    handler: str
+    is_async: bool
+    kind: str  # "args", "model" or "strict"
+    timeout: float | None
+
+
+def build_extra(spec: ExtraSpec) -> Policy:
+    predicate = None
+    if spec.predicate != "none" or spec.kind == "strict":
+        predicate = extra_predicate(spec.predicate, spec.is_async, spec.kind)
+    handler = None
+    if spec.decision is Decision.ASK_USER:
+        handler = extra_handler(spec.handler, spec.is_async)
+    return Policy(
+        spec.pattern,
+        spec.decision,
+        predicate=predicate,
+        handler=handler,
+        timeout=spec.timeout if spec.decision is Decision.ASK_USER else None,
+    )
+
+
+extra_specs = st.lists(
+    st.builds(
+        ExtraSpec,
+        pattern=patterns,
+        decision=st.sampled_from(list(Decision)),
+        predicate=st.sampled_from(EXTRA_PREDICATES),
+        handler=st.sampled_from(EXTRA_HANDLERS),
+        is_async=st.booleans(),
+        kind=st.sampled_from(["args", "args", "model", "strict"]),
+        timeout=st.sampled_from([None, 5.0]),
+    ),
+    max_size=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(extra_specs, calls)
+def test_pre_tool_call_and_evaluate_agree(
+    specs: list[ExtraSpec], raw_call: tuple[str, str | None]
+) -> None:
+    """Same allow and same message, whatever the predicates and handlers do."""
+    policies = [build_extra(s) for s in specs]
+    enforcer = policy.enforce(policies, mcp_servers=list(SERVERS))
+    call = to_call(raw_call)
+
+    async def run() -> None:
+        fast = await enforcer.pre_tool_call(call)
+        explained = await enforcer.evaluate(call)
+        assert fast.allow == explained.allow
+        assert fast.message == explained.message
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+    asyncio.run(run())

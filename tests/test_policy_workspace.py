@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from antigravity_sdk import PolicyError, ToolCall, policy
-from antigravity_sdk.policy import _PATH_ARGUMENTS, PolicyEnforcer
+from antigravity_sdk.policy import _OPTIONAL_PATHS, _PATH_ARGUMENTS, _PATH_LISTS, PolicyEnforcer
 
 COMPONENTS = (
     "ws", "ws-evil", "wsx", "outside", "sub", "file.txt", "new",
@@ -50,8 +50,17 @@ def enforcer_for(ws: Path) -> PolicyEnforcer:
 
 
 async def check(enforcer: PolicyEnforcer, tool: str, value: object) -> bool:
+    """`value` as the tool's path argument (None: absent; a one-element list for list tools)."""
+    if value is not None and tool in _PATH_LISTS:
+        value = [value]
     args = {} if value is None else {_PATH_ARGUMENTS[tool]: value}
     return (await enforcer.pre_tool_call(ToolCall(name=tool, args=args))).allow
+
+
+async def check_list(enforcer: PolicyEnforcer, tool: str, value: object) -> bool:
+    """`value` as is (a list, or not) for a list-of-paths argument."""
+    call = ToolCall(name=tool, args={_PATH_ARGUMENTS[tool]: value})
+    return (await enforcer.pre_tool_call(call)).allow
 
 
 def generate(base: Path, ws: Path, rnd: random.Random, count: int) -> list[tuple[str, bool]]:
@@ -174,3 +183,117 @@ async def test_other_tools_and_mcp_calls_are_not_checked(tmp_path: Path) -> None
     assert (await enforcer.pre_tool_call(ToolCall(name="search_web", args={}))).allow
     call = ToolCall(name="view_file", server_name="fs", args={"AbsolutePath": "/etc"})
     assert (await enforcer.pre_tool_call(call)).allow
+
+
+# -- list-of-paths and optional path arguments (generate_image, run_workflow) -------------
+
+
+def test_list_and_optional_tables_match_the_tool_schemas() -> None:
+    assert _PATH_ARGUMENTS["generate_image"] == "ImagePaths"
+    assert _PATH_ARGUMENTS["run_workflow"] == "ScriptPath"
+    assert sorted(_PATH_LISTS) == ["generate_image"]
+    assert sorted(_OPTIONAL_PATHS) == ["generate_image", "run_workflow"]
+
+
+async def test_image_paths_every_element_must_be_inside(tmp_path: Path) -> None:
+    ws = make_tree(tmp_path)
+    enforcer = enforcer_for(ws)
+    w = str(ws)
+    inside, outside = f"{w}/file.txt", f"{w}/link_out/secret"
+    assert await check_list(enforcer, "generate_image", [inside])
+    assert await check_list(enforcer, "generate_image", [inside, f"{w}/sub/new.png", w])
+    assert await check_list(enforcer, "generate_image", [])  # no reference images
+    for paths in (
+        [outside],
+        [inside, outside],
+        [outside, inside],
+        [inside, f"{w}/../etc/passwd"],
+        [inside, f"file://evil.host{quote(w)}/x"],
+    ):
+        assert not await check_list(enforcer, "generate_image", paths), paths
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,  # present but null: not a list
+        "",
+        "/ws/a.png",  # a bare string is not a list of paths
+        ("/ws/a.png",),
+        {"0": "/ws/a.png"},
+        42,
+        [None],
+        [42],
+        [""],
+        [["/nested"]],
+        [b"/ws/a.png"],
+    ],
+)
+async def test_image_paths_that_are_not_a_list_of_usable_paths_deny(
+    tmp_path: Path, bad: object
+) -> None:
+    ws = make_tree(tmp_path)
+    enforcer = enforcer_for(ws)
+    if isinstance(bad, str) and bad:
+        bad = f"{ws}/file.txt"  # inside, but a string rather than a list
+    elif isinstance(bad, tuple):
+        bad = (f"{ws}/file.txt",)
+    assert not await check_list(enforcer, "generate_image", bad)
+    if isinstance(bad, list):  # also after a good element
+        assert not await check_list(enforcer, "generate_image", [f"{ws}/file.txt", *bad])
+
+
+async def test_optional_path_arguments_may_be_absent_but_not_unusable(tmp_path: Path) -> None:
+    ws = make_tree(tmp_path)
+    enforcer = enforcer_for(ws)
+    image = ToolCall(name="generate_image", args={"Prompt": "a cat", "ImageName": "cat"})
+    inline = ToolCall(name="run_workflow", args={"Script": "print(1)"})
+    assert (await enforcer.pre_tool_call(image)).allow
+    assert (await enforcer.pre_tool_call(inline)).allow
+    assert await check(enforcer, "run_workflow", f"{ws}/sub/flow.py")
+    for bad in (f"{tmp_path}/outside/flow.py", f"{ws}/../outside/flow.py", "", 42, ["x"]):
+        assert not await check(enforcer, "run_workflow", bad), bad
+    null = ToolCall(name="run_workflow", args={"ScriptPath": None, "Script": "print(1)"})
+    assert not (await enforcer.pre_tool_call(null)).allow
+    # The required path arguments still deny when absent.
+    for tool in set(_PATH_ARGUMENTS) - _OPTIONAL_PATHS:
+        assert not await check(enforcer, tool, None), tool
+
+
+async def test_list_deny_message_names_the_argument(tmp_path: Path) -> None:
+    ws = make_tree(tmp_path)
+    enforcer = enforcer_for(ws)
+    call = ToolCall(name="generate_image", args={"ImagePaths": ["/etc/passwd"]})
+    result = await enforcer.pre_tool_call(call)
+    assert not result.allow and "ImagePaths" in result.message
+    assert "workspace_only" in result.message
+
+
+async def test_fuzz_image_path_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random lists of 0-5 random paths: allowed exactly when every element is inside."""
+    ws = make_tree(tmp_path)
+    enforcer = enforcer_for(ws)
+    rnd = random.Random(20250117)
+    monkeypatch.chdir(tmp_path)
+    pool = generate(tmp_path, ws, rnd, 3000)
+    allowed_count = 0
+    for _ in range(2000):
+        chosen = rnd.sample(pool, rnd.randint(0, 5))
+        expected = all(inside for _, inside in chosen)
+        allowed = await check_list(enforcer, "generate_image", [v for v, _ in chosen])
+        assert allowed == expected, chosen
+        allowed_count += allowed
+    assert 100 < allowed_count < 1900, "the generator must cover both sides"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=6), max_size=4))
+def test_hypothesis_image_path_lists(
+    tmp_path_factory: pytest.TempPathFactory, many: list[list[str]]
+) -> None:
+    base = tmp_path_factory.getbasetemp() / "hyp-list"
+    ws = base / "ws" if (base / "ws").exists() else make_tree(base)
+    paths = [str(base) + "/" + "/".join(parts) for parts in many]
+    allowed = asyncio.run(check_list(enforcer_for(ws), "generate_image", paths))
+    real_ws = os.path.realpath(ws)
+    assert allowed == all(expected_inside(p, real_ws) for p in paths)

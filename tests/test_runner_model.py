@@ -8,6 +8,7 @@ which order, and which failures were logged. A state machine checks registration
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,9 +74,12 @@ CATEGORY = {
 # stop:    deny (Decide) / recover (on_tool_error) / answer (on_interaction)
 # raise:   raise an exception
 # sleep:   sleep past the timeout, then would "stop"
+# late:    sleep past the timeout, swallow its cancellation, then "stop" anyway (too late)
+# cancel:  raise CancelledError (a cancelled inner future) while the task is not cancelled
 # wrong:   return a value of the wrong type
 # off:     the hook does not override this event at all
-BEHAVIOURS = ("allow", "note", "stop", "raise", "sleep", "wrong", "off")
+BEHAVIOURS = ("allow", "note", "stop", "raise", "sleep", "late", "cancel", "wrong", "off")
+SLOW = ("sleep", "late")
 
 
 @dataclass
@@ -111,9 +115,16 @@ def build_hook(event: str, spec: Spec, calls: list[str]) -> Hook:
         calls.append(spec.name)
         if spec.behaviour == "raise":
             raise ValueError(f"{spec.name} exploded")
+        if spec.behaviour == "cancel":
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            future.cancel()
+            await future
         value = value_for(event, spec)
         if spec.behaviour == "sleep":
             await asyncio.sleep(PAST_TIMEOUT)
+        if spec.behaviour == "late":
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(PAST_TIMEOUT)
         spec.returned = value
         return value
 
@@ -139,7 +150,7 @@ def reference(event: str, specs: list[Spec]) -> Expected:
         if spec.behaviour == "off":
             continue
         calls.append(spec.name)
-        fails = spec.behaviour in ("raise", "sleep") or (
+        fails = spec.behaviour in ("raise", "sleep", "late", "cancel") or (
             spec.behaviour == "wrong" and category != "inspect"
         )
         if category == "inspect":
@@ -220,14 +231,14 @@ def check(event: str, specs: list[Spec], outcome: Any, calls: list[str], logs: l
 
 
 def specs_strategy(max_hooks: int = 6) -> st.SearchStrategy[list[Spec]]:
-    behaviour = st.sampled_from(BEHAVIOURS).filter(lambda b: b != "sleep") | st.just("sleep")
+    behaviour = st.sampled_from(BEHAVIOURS).filter(lambda b: b not in SLOW) | st.sampled_from(SLOW)
     return st.lists(behaviour, max_size=max_hooks).map(
         lambda bs: [Spec(f"Hook{i}{b.capitalize()}", b) for i, b in enumerate(bs)]
     )
 
 
 def limited_sleeps(specs: list[Spec]) -> bool:
-    return sum(s.behaviour == "sleep" for s in specs) <= 2
+    return sum(s.behaviour in SLOW for s in specs) <= 2
 
 
 @settings(
@@ -249,6 +260,9 @@ def test_the_reference_model_is_not_vacuous() -> None:
     assert reference("pre_turn", specs).failed == "B"
     assert reference("on_interaction", [Spec("A", "wrong")]).failed == "A"
     assert reference("on_compaction", [Spec("A", "wrong")]).failed is None
+    assert reference("pre_tool_call", [Spec("A", "late"), Spec("B", "stop")]).failed == "A"
+    assert reference("on_interaction", [Spec("A", "cancel")]).failed == "A"
+    assert reference("post_turn", [Spec("A", "cancel"), Spec("B", "late")]).logged == ["A", "B"]
     assert reference("on_tool_error", [Spec("A", "note")]).outcome == (
         HookResult(allow=False, message="write failed"),
         None,
