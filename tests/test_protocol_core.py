@@ -488,30 +488,35 @@ def test_user_input_forgets_the_previous_turns_steps() -> None:
 # -- stream chunks and tool steps ----------------------------------------------------------
 
 
-def test_tool_steps_are_announced_once_with_model_facing_args() -> None:
+def test_tool_calls_are_announced_from_pre_tool_and_steps_name_the_executed_call() -> None:
     c = core()
-    c.user_input("run")
-    action = {"commandLine": "echo hi > ran.txt", "workingDir": "/ws"}
+    c.user_input("write")
+    target = "/ws/notes.txt"
+    args = {"TargetFile": target, "CodeContent": "hi", "Overwrite": True}
+    # write_to_file: the harness shows the step (an editFile action) before PRE_TOOL.
     active = step(
         1,
         "STATE_ACTIVE",
         "SOURCE_MODEL",
         "TARGET_ENVIRONMENT",
-        textDelta="Tool execution",
         text="Tool execution",
-        runCommand=action,
+        editFile={"filePath": f"file://{target}"},
     )
-    (chunk,) = c.receive(active)
-    assert chunk == Chunk(
-        p.StreamChunk(
-            type="tool_call",
-            tool_call=ToolCall(
-                name="run_command", args={"CommandLine": "echo hi > ran.txt", "Cwd": "/ws"}
-            ),
-            step_index=1,
-        )
+    assert c.receive(active) == []  # steps announce nothing: the call's name is not known
+    announced, pre = c.receive(pre_tool("create_file", args))
+    assert announced == Chunk(p.StreamChunk(type="tool_call", tool_call=pre.arg, step_index=0))
+    assert pre.arg == ToolCall(
+        name="write_to_file", args=args, id="call_2", trajectory_id=MAIN, step_index=2
     )
-    assert c.receive(copy.deepcopy(active)) == []  # repeated ACTIVE updates: no new chunk
+    assert c.receive(copy.deepcopy(active)) == []
+    (s,) = c.response().steps
+    assert s.tool_call == pre.arg  # not "replace_file_content", and with every argument
+
+
+def test_a_tool_step_without_its_pre_tool_describes_itself() -> None:
+    c = core()
+    c.user_input("run")
+    action = {"commandLine": "echo hi > ran.txt", "workingDir": "/ws"}
     done = step(
         1,
         "STATE_DONE",
@@ -523,13 +528,23 @@ def test_tool_steps_are_announced_once_with_model_facing_args() -> None:
     assert c.receive(done) == []
     (s,) = c.response().steps
     assert (s.kind, s.state, s.output, s.exit_code) == ("tool_call", "done", "hi\r\n", 0)
+    assert s.tool_call == ToolCall(
+        name="run_command", args={"CommandLine": "echo hi > ran.txt", "Cwd": "/ws"}
+    )
     assert c.response().text == ""  # tool text is not the answer
+
+
+def test_a_turn_that_does_not_stream_gets_no_chunks() -> None:
+    c = core()
+    c.user_input("quiet", streaming=False)
+    (pre,) = c.receive(pre_tool("run_command", {"CommandLine": "true"}))
+    assert isinstance(pre, HookCall)
 
 
 def test_file_uris_become_paths() -> None:
     c = core()
     c.user_input("view")
-    (chunk,) = c.receive(
+    c.receive(
         step(
             1,
             "STATE_ACTIVE",
@@ -539,7 +554,9 @@ def test_file_uris_become_paths() -> None:
             viewFile={"filePath": "file:///tmp/my%20dir/a.txt", "startLine": 0},
         )
     )
-    assert chunk.chunk.tool_call.args == {"AbsolutePath": "/tmp/my dir/a.txt"}
+    (s,) = c.response().steps
+    assert s.tool_call is not None
+    assert s.tool_call.args == {"AbsolutePath": "/tmp/my dir/a.txt"}
 
 
 def test_thought_chunks_and_thinking() -> None:
@@ -624,7 +641,7 @@ def test_policy_decision_request() -> None:
 def test_tool_confirmation_request() -> None:
     c = core()
     c.user_input("x")
-    (announce, confirm) = c.receive(
+    (confirm,) = c.receive(
         step(
             1,
             "STATE_WAITING_FOR_USER",
@@ -634,7 +651,6 @@ def test_tool_confirmation_request() -> None:
             toolConfirmationRequest={},
         )
     )
-    assert isinstance(announce, Chunk)
     assert confirm == ConfirmTool(
         MAIN, 1, ToolCall(name="run_command", args={"CommandLine": "rm -rf /", "Cwd": "/"})
     )
@@ -1060,11 +1076,11 @@ def test_baseline_session_effects() -> None:
         ["HookCall"],
         [],
         [],
-        ["HookCall"],
-        ["Chunk"],
+        ["Chunk", "HookCall"],  # PRE_TOOL announces the call to a streaming turn
+        [],
         [],
         ["HookCall"],
-        ["HookCall"],
+        ["Chunk", "HookCall"],
         ["tool_error"],
         ["RunTool"],
         ["AskUser"],
@@ -1076,8 +1092,9 @@ def test_baseline_session_effects() -> None:
         ["TurnEnded"],
         ["SessionEnded"],
     ]
-    pre = BASELINE[5][0]
+    announced, pre = BASELINE[5]
     assert pre.arg.name == "write_to_file"
+    assert announced.chunk.tool_call == pre.arg
     end = BASELINE[-2][0]
     assert end.response.text == "done"
     assert end.response.usage.total_token_count == 105

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
@@ -309,17 +310,17 @@ class _StepState:
     error: str = ""
     action: str = ""
     action_fields: dict[str, Any] = field(default_factory=dict)
-    announced_tool: bool = False
     asked: bool = False
 
-    def to_step(self) -> Step:
+    def to_step(self, executed: ToolCall | None) -> Step:
+        """The public view; `executed` is the call this tool step runs, if known."""
         tool_call: ToolCall | None = None
         output: str | None = None
         exit_code: int | None = None
         kind: Any
         if _is_tool_action(self.action):
             kind = "tool_call"
-            tool_call = _action_call(self.action, self.action_fields)
+            tool_call = executed or _action_call(self.action, self.action_fields)
             if self.action == "runCommand":
                 if "combinedOutput" in self.action_fields:
                     output = str(self.action_fields["combinedOutput"])
@@ -378,6 +379,15 @@ def _action_call(action: str, fields: dict[str, Any]) -> ToolCall:
         if isinstance(value, str) and value:
             args[arg_key] = wire_path(value) if "path" in wire_key.lower() else value
     return ToolCall(name=name, args=args)
+
+
+def _same_arg(given: Any, described: str) -> bool:
+    """Whether a call's argument is the value a step reports (paths compared normalised)."""
+    if not isinstance(given, str):
+        return False
+    if given == described:
+        return True
+    return os.path.normpath(wire_path(given)) == os.path.normpath(described)
 
 
 def _questions(request: dict[str, Any]) -> tuple[AskQuestionEntry, ...]:
@@ -532,11 +542,12 @@ class SessionCore:
         # under internal names that need translating.
         self._host_tools = host_tools
         self.conversation_id = ""
-        self.streaming = True
+        self.streaming = False  # until a turn starts: before that nobody reads chunks
         self.usage = UsageMetadata()
         self._turn_usage_start = UsageMetadata()
         self._steps: dict[tuple[str, int], _StepState] = {}
-        self._calls: dict[str, ToolCall] = {}
+        self._calls: dict[str, ToolCall] = {}  # pending: PRE_TOOL seen, no POST/ERROR yet
+        self._turn_calls: list[ToolCall] = []  # every call PRE_TOOL asked about this turn
 
     # -- outgoing ---------------------------------------------------------------------
 
@@ -546,6 +557,7 @@ class SessionCore:
         With `streaming=False` no `Chunk` effects are built (nobody reads them).
         """
         self.streaming = streaming
+        self._turn_calls = []
         self._steps = {}
         self._calls = {}
         self._turn_usage_start = self.usage
@@ -558,7 +570,14 @@ class SessionCore:
         if not isinstance(frame, dict):
             raise ProtocolError(f"frame is not a JSON object: {type(frame).__name__}")
         if "callHookRequest" in frame:
-            return [self._hook_call(_obj(frame, "callHookRequest"))]
+            hook_call = self._hook_call(_obj(frame, "callHookRequest"))
+            if hook_call.event == "pre_tool_call" and not hook_call.refusal and self.streaming:
+                # Announced from PRE_TOOL: the exact call the model made (the step that
+                # runs it can come earlier, and under another tool's name).
+                asked: ToolCall = hook_call.arg
+                chunk = StreamChunk(type="tool_call", tool_call=asked, step_index=0)
+                return [Chunk(chunk), hook_call]
+            return [hook_call]
         if "stepUpdate" in frame:
             return self._step_update(_obj(frame, "stepUpdate"))
         if "trajectoryStateUpdate" in frame:
@@ -590,7 +609,7 @@ class SessionCore:
             history = []
             for update in _list(response, "history"):
                 if isinstance(update, dict):
-                    history.append(self._merge_step(update).to_step())
+                    history.append(self._merge_step(update).to_step(None))
             self._steps = {}
             return [Initialized(self.conversation_id, tuple(history))]
         if "sessionEndResponse" in frame:
@@ -636,8 +655,10 @@ class SessionCore:
         event = _EVENT_OF_TYPE.get(_str(request, "type"), "")
         if event == "pre_tool_call":
             call, refusal = self._tool_call(_obj(request, "preToolArgs"))
-            if call.id and not refusal:
-                self._calls[call.id] = call
+            if not refusal:
+                self._turn_calls.append(call)
+                if call.id:
+                    self._calls[call.id] = call
             return HookCall(request_id, event, call, refusal)
         if event == "post_tool_call":
             args = _obj(request, "postToolArgs")
@@ -730,7 +751,8 @@ class SessionCore:
         return effects
 
     def _chunks(self, step: _StepState, update: dict[str, Any], effects: list[Effect]) -> None:
-        """The stream chunks one step update carries: text, thought, a new tool call."""
+        """The stream chunks one step update carries: text and thought (tool calls are
+        announced from their PRE_TOOL request)."""
         if step.source == "model" and step.target == "TARGET_USER" and step.state != "error":
             delta = _str(update, "textDelta")
             if delta and not step.action:
@@ -741,12 +763,6 @@ class SessionCore:
         if thought:
             effects.append(
                 Chunk(StreamChunk(type="thought", text=thought, step_index=step.step_index))
-            )
-        if _is_tool_action(step.action) and not step.announced_tool:
-            step.announced_tool = True
-            call = _action_call(step.action, step.action_fields)
-            effects.append(
-                Chunk(StreamChunk(type="tool_call", tool_call=call, step_index=step.step_index))
             )
 
     def _trajectory_update(self, update: dict[str, Any]) -> list[Effect]:
@@ -784,12 +800,33 @@ class SessionCore:
                 and step.text
             ):
                 text = step.text
+        used: set[int] = set()
         return ChatResponse(
             text=text,
             thinking="\n".join(thinking),
-            steps=[s.to_step() for s in steps],
+            steps=[s.to_step(self._executed_call(s, used)) for s in steps],
             usage=_usage_delta(self.usage, self._turn_usage_start),
         )
+
+    def _executed_call(self, step: _StepState, used: set[int]) -> ToolCall | None:
+        """The PRE_TOOL call this tool step runs: same tool, same target. Steps only say
+        what they do (an `editFile` is write_to_file or replace_file_content); the call
+        has the model's name and full arguments."""
+        if not _is_tool_action(step.action):
+            return None
+        described = _action_call(step.action, step.action_fields)
+        names = {described.name}
+        if step.action == "editFile":
+            names.add("write_to_file")
+        for n, call in enumerate(self._turn_calls):
+            if n in used or call.name not in names:
+                continue
+            if call.trajectory_id and call.trajectory_id != step.trajectory_id:
+                continue
+            if all(_same_arg(call.args.get(k), v) for k, v in described.args.items()):
+                used.add(n)
+                return call
+        return None
 
 
 # -- replies ----------------------------------------------------------------------------

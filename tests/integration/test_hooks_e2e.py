@@ -205,11 +205,12 @@ async def test_tool_hooks_fire_for_builtin_tools(make_agent: AgentFactory, env: 
     ]
     # Steps of the turn describe the tool calls too.
     calls = [s.tool_call for s in response.steps if s.kind == "tool_call" and s.tool_call]
-    assert [c.name for c in calls[:2]] == ["run_command", "view_file"]
+    assert [c.name for c in calls] == ["run_command", "view_file", "write_to_file"]
     assert calls[0].args["CommandLine"] == "echo hi > ran.txt; echo hi"
-    # write_to_file's step is an `editFile` action on the wire (FINDINGS §4), so the step
-    # cannot tell it from replace_file_content; its target path is still right.
+    # write_to_file's step is an `editFile` action on the wire (FINDINGS §4); the step
+    # still names the call the model made, with all its arguments.
     assert calls[2].args["TargetFile"] == str(target)
+    assert "CodeContent" in calls[2].args
     assert [s.kind for s in response.steps] == ["user", *["tool_call"] * 3, "text"]
 
 
