@@ -452,7 +452,6 @@ class Agent:
                     self._finish(item)
 
     async def _turn(self, prompt: str, *, streaming: bool) -> AsyncIterator[Effect]:
-
         if not self._started or self._core is None or self._conn is None:
             raise RuntimeError("start the agent first (async with agent: ...)")
         if self._failure is not None:

@@ -16,7 +16,8 @@ What it measures, each in a fresh subprocess so numbers do not contaminate each 
   - callback latency: websocket frame received -> reply sent, per request id, measured by
     wrapping websockets' `Connection.recv` / `send` (both SDKs use websockets' asyncio
     client, so both are measured at the same point);
-  - peak RSS (ru_maxrss) of the SDK-only process.
+  - peak RSS (ru_maxrss) of the SDK-only process, with bytecode caches as after a normal
+    install (the bench warms a private PYTHONPYCACHEPREFIX for both SDKs first).
 
 If `google.antigravity` (the official SDK, our `bench` extra) is importable, the same
 turn runs through it and the table shows official/ours ratios.
@@ -488,6 +489,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-e2e-home-") as home:
         env = dict(os.environ, HOME=home, ANTIGRAVITY_HARNESS_PATH=str(harness))
         env.pop("GEMINI_API_KEY", None)
+        # Measure as installed: with bytecode caches, in a private prefix. Without them
+        # (this sandbox sets PYTHONDONTWRITEBYTECODE) every import compiles its source, and
+        # the compiler's transient memory would inflate both SDKs' peak RSS.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(home) / "pycache")
+        warm = "import antigravity_sdk.agent, antigravity_sdk.harness.connection"
+        if official:
+            warm += "; import google.antigravity"
+        subprocess.run([sys.executable, "-c", warm], env=env, check=True)
         common = ["--calls", str(args.calls)]
         results: dict[str, dict[str, list[dict[str, Any]]]] = {s: {} for s in sdks}
         with model_server(args.calls, env) as url:
