@@ -13,7 +13,6 @@ import contextlib
 import inspect
 import logging
 import os
-import signal
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -701,8 +700,9 @@ def _abandon(
             pass
     pid = getattr(conn, "pid", None)
     if isinstance(pid, int):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+        from .harness.connection import kill_process
+
+        kill_process(pid)
 
 
 async def _close_abandoned(

@@ -118,7 +118,8 @@ class _WebSocketLink:
                 await asyncio.wait_for(ws.close(), timeout=grace)
 
 
-def _kill(pid: int) -> None:
+def kill_process(pid: int) -> None:
+    """SIGKILL `pid` if it still exists: the last resort, usable with no event loop."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
 
@@ -166,7 +167,7 @@ class LocalConnection(_WebSocketLink):
             )
         except OSError as exc:
             raise HarnessConnectionError(f"cannot start the harness {path}: {exc}") from exc
-        self._finalizer = weakref.finalize(self, _kill, self._proc.pid)
+        self._finalizer = weakref.finalize(self, kill_process, self._proc.pid)
         assert self._proc.stderr is not None
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc.stderr))
         try:
@@ -276,7 +277,7 @@ class LocalConnection(_WebSocketLink):
                         await asyncio.wait_for(proc.wait(), timeout=1.0)
         finally:
             if proc is not None and proc.returncode is None:
-                _kill(proc.pid)
+                kill_process(proc.pid)
             if self._finalizer is not None:
                 self._finalizer.detach()
             await self._wait_stderr()

@@ -313,14 +313,14 @@ class _StepState:
     asked: bool = False
 
     def to_step(self, executed: ToolCall | None) -> Step:
-        """The public view; `executed` is the call this tool step runs, if known."""
+        """The public view; `executed` is the call a tool step runs (see `_executed_call`)."""
         tool_call: ToolCall | None = None
         output: str | None = None
         exit_code: int | None = None
         kind: Any
         if _is_tool_action(self.action):
             kind = "tool_call"
-            tool_call = executed or _action_call(self.action, self.action_fields)
+            tool_call = executed
             if self.action == "runCommand":
                 if "combinedOutput" in self.action_fields:
                     output = str(self.action_fields["combinedOutput"])
@@ -354,8 +354,12 @@ class _StepState:
         )
 
 
+_TOOL_ACTIONS: Final = frozenset({*_ACTIONS, "mcpTool", "customTool"})
+_STEP_ACTIONS: Final = (*_ACTIONS, "mcpTool", "customTool", "compaction", "finish", "error")
+
+
 def _is_tool_action(action: str) -> bool:
-    return action in _ACTIONS or action in ("mcpTool", "customTool")
+    return action in _TOOL_ACTIONS
 
 
 def _action_call(action: str, fields: dict[str, Any]) -> ToolCall:
@@ -609,7 +613,8 @@ class SessionCore:
             history = []
             for update in _list(response, "history"):
                 if isinstance(update, dict):
-                    history.append(self._merge_step(update).to_step(None))
+                    step = self._merge_step(update)
+                    history.append(step.to_step(self._executed_call(step, set())))
             self._steps = {}
             return [Initialized(self.conversation_id, tuple(history))]
         if "sessionEndResponse" in frame:
@@ -725,7 +730,7 @@ class SessionCore:
             step.thinking += _str(update, "thinkingDelta")
         if update.get("errorMessage"):
             step.error = _str(update, "errorMessage")
-        for action in (*_ACTIONS, "mcpTool", "customTool", "compaction", "finish", "error"):
+        for action in _STEP_ACTIONS:
             if action in update:
                 step.action = action
                 step.action_fields = _obj(update, action)
@@ -809,7 +814,8 @@ class SessionCore:
         )
 
     def _executed_call(self, step: _StepState, used: set[int]) -> ToolCall | None:
-        """The PRE_TOOL call this tool step runs: same tool, same target. Steps only say
+        """The PRE_TOOL call this tool step runs: same tool, same target; else the call as
+        the step describes it (None for a step that is not a tool call). Steps only say
         what they do (an `editFile` is write_to_file or replace_file_content); the call
         has the model's name and full arguments."""
         if not _is_tool_action(step.action):
@@ -826,7 +832,7 @@ class SessionCore:
             if all(_same_arg(call.args.get(k), v) for k, v in described.args.items()):
                 used.add(n)
                 return call
-        return None
+        return described
 
 
 # -- replies ----------------------------------------------------------------------------
