@@ -14,7 +14,7 @@ import inspect
 import logging
 import os
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,7 +46,7 @@ __all__ = ["Agent", "AgentBuilder"]
 logger = logging.getLogger("antigravity_sdk.agent")
 
 _SESSION_END_TIMEOUT = 2.0
-_SESSION_END_HOOKS_TIMEOUT = 10.0  # on_session_end hooks, all together, in stop()
+_SESSION_HOOKS_TIMEOUT = 10.0  # on_session_start / on_session_end hooks, all together
 _IDLE_TIMEOUT = 10.0
 
 # Cleanups of agents that were garbage-collected while started (asyncio keeps only weak
@@ -330,7 +330,7 @@ class Agent:
             )
             await self._wait(self._initialized, s.startup_timeout, "initialize the conversation")
             self._idle.set()
-            await self.hook_runner.dispatch_session_start()
+            await self._session_hooks(self.hook_runner.dispatch_session_start, "on_session_start")
             if s.triggers:
                 from .triggers import TriggerRunner
 
@@ -360,14 +360,7 @@ class Agent:
                 await self._triggers.stop()
             if not self._session_end_dispatched and self.hook_runner is not None:
                 self._session_end_dispatched = True
-                try:
-                    async with asyncio.timeout(_SESSION_END_HOOKS_TIMEOUT):
-                        await self.hook_runner.dispatch_session_end()
-                except TimeoutError:
-                    logger.warning(
-                        "on_session_end hooks did not finish within %ss; stopping anyway",
-                        _SESSION_END_HOOKS_TIMEOUT,
-                    )
+                await self._session_hooks(self.hook_runner.dispatch_session_end, "on_session_end")
             if self._conn is not None and self._failure is None and self._initialized.is_set():
                 with contextlib.suppress(Exception):
                     await self._conn.send(p.SESSION_END)
@@ -395,6 +388,18 @@ class Agent:
             if model is not None:
                 await model.stop()
             self._started = False
+
+    @staticmethod
+    async def _session_hooks(dispatch: Callable[[], Awaitable[None]], event: str) -> None:
+        """Session hooks are Inspect hooks, but start() and stop() must not wait forever on
+        them: past the bound they are cancelled (and logged), and the session goes on."""
+        try:
+            async with asyncio.timeout(_SESSION_HOOKS_TIMEOUT):
+                await dispatch()
+        except TimeoutError:
+            logger.warning(
+                "%s hooks did not finish within %ss; going on", event, _SESSION_HOOKS_TIMEOUT
+            )
 
     async def _model_settings(self) -> Any:
         from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings

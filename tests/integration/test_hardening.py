@@ -141,3 +141,23 @@ async def test_an_agent_can_be_started_again_after_stop(make_agent: AgentFactory
         assert agent.turn_count == 0
         assert (await agent.chat("2")).text == "two"
     assert hook.events == ["start", "end", "start", "end"]
+
+
+class HangingSessionHooks(Hook):
+    async def on_session_start(self) -> None:
+        await asyncio.Event().wait()
+
+    async def on_session_end(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_hanging_session_hooks_do_not_hang_start_or_stop(
+    make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import antigravity_sdk.agent as agent_module
+
+    monkeypatch.setattr(agent_module, "_SESSION_HOOKS_TIMEOUT", 0.5)
+    agent, _ = make_agent(["still works"], hooks=[HangingSessionHooks()])
+    async with asyncio.timeout(8):  # without the bound, start() would never return
+        async with agent:
+            assert (await agent.chat("hi")).text == "still works"
