@@ -1,38 +1,41 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
-# Each creates .venv if missing, installs the project with its extras, fetches the
-# pinned harness binary into the SDK's cache, and runs.
+# Each checks the Python version, creates .venv if missing (or rebuilds one made by another
+# Python), installs the project with its extras, fetches the pinned harness binary into
+# the SDK's cache, and runs. `make test-all` also runs the suite on every supported
+# CPython found (3.11, 3.12, 3.13: on PATH or under pyenv), each in its own venv.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck unit bench harness clean
+.PHONY: demo test test-all lint typecheck unit bench harness venv clean
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $@
+venv:
+	@scripts/venv.sh $(PYTHON) $(VENV) dev
 
-# The harness binary (about 130 MB) goes to the SDK's cache, outside the repo; the
-# command is idempotent and returns at once when the pinned version is already there.
-harness: $(STAMP)
-	$(BIN)/antigravity harness install
+# The harness (a 44 MB download, about 130 MB unpacked) goes to the SDK's cache, outside
+# the repo; the command is idempotent and returns at once when the pinned version is there.
+harness: venv
+	@$(BIN)/antigravity harness install
 
 demo: harness
 	$(BIN)/antigravity demo
 
-lint: $(STAMP)
+lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: venv
 	$(BIN)/mypy --strict antigravity_sdk
 
 unit: harness
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+# `test` on the default python3, then the whole suite on every other supported CPython.
+test-all: test
+	@scripts/test_all.sh "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 bench: harness
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
@@ -41,4 +44,4 @@ bench: harness
 	$(BIN)/python benches/bench_e2e.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -13,8 +13,17 @@ import contextlib
 import inspect
 import logging
 import os
+import sys
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -52,6 +61,19 @@ _IDLE_TIMEOUT = 10.0
 # Cleanups of agents that were garbage-collected while started (asyncio keeps only weak
 # references to tasks, so these hold them until they finish).
 _CLEANUPS: set[asyncio.Task[None]] = set()
+
+
+if sys.version_info >= (3, 12):
+
+    def _start_now(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A task that runs at once, up to its first real wait: an answer that needs no
+        waiting goes out without an extra pass of the event loop."""
+        return asyncio.Task(coro, loop=asyncio.get_running_loop(), eager_start=True)
+
+else:
+
+    def _start_now(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(coro)
 
 
 class ServedModel(Protocol):
@@ -247,6 +269,7 @@ class Agent:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._answers: set[asyncio.Task[None]] = set()  # answers the harness waits for
+        self._abandoning: asyncio.Task[None] | None = None  # the last abandoned turn's halt
         self._turn_lock = asyncio.Lock()
         self._queue: asyncio.Queue[Effect | BaseException] | None = None
         self._idle = asyncio.Event()
@@ -348,6 +371,7 @@ class Agent:
         self._initialized = asyncio.Event()
         self._session_ended = asyncio.Event()
         self._session_end_dispatched = False
+        self._abandoning = None
         self._denial = None
         self._failure = None
 
@@ -440,32 +464,39 @@ class Agent:
 
     async def chat(self, prompt: str) -> ChatResponse:
         """Run one turn; raises TurnDeniedError when a pre_turn hook denies it."""
-        async with self._turn_lock:
-            async for item in self._turn(prompt, streaming=False):
+        turn = self._turn(prompt, streaming=False)
+        async with self._turn_lock, contextlib.aclosing(turn):
+            async for item in turn:
                 if isinstance(item, TurnEnded):
                     return self._finish(item)
         raise AssertionError("unreachable: a turn always ends with TurnEnded")
 
     async def stream(self, prompt: str) -> AsyncIterator[StreamChunk]:
         """Run one turn, yielding text, thought and tool-call chunks as they arrive."""
-        async with self._turn_lock:
-            async for item in self._turn(prompt, streaming=True):
+        turn = self._turn(prompt, streaming=True)
+        async with self._turn_lock, contextlib.aclosing(turn):
+            async for item in turn:
                 if isinstance(item, p.Chunk):
                     yield item.chunk
                 elif isinstance(item, TurnEnded):
                     self._finish(item)
 
-    async def _turn(self, prompt: str, *, streaming: bool) -> AsyncIterator[Effect]:
+    async def _turn(self, prompt: str, *, streaming: bool) -> AsyncGenerator[Effect, None]:
         if not self._started or self._core is None or self._conn is None:
             raise RuntimeError("start the agent first (async with agent: ...)")
         if self._failure is not None:
             raise self._failure
+        if self._abandoning is not None:
+            # Its HALT must reach the harness before this turn's input, or it halts this
+            # turn instead (nothing else orders them: the idle wait may not yield at all).
+            await asyncio.wait([self._abandoning], timeout=_IDLE_TIMEOUT)
+            self._abandoning = None
         await self._wait(self._idle, _IDLE_TIMEOUT, "finish the previous turn")
         assert self.hook_runner is not None
         queue: asyncio.Queue[Effect | BaseException] = asyncio.Queue()
         self._queue, self._denial = queue, None
         self._idle.clear()
-        self.hook_runner.begin_turn(prompt)
+        scope = self.hook_runner.begin_turn(prompt)
         finished = False
         deadline = asyncio.get_running_loop().time() + self._s.turn_timeout
         try:
@@ -486,12 +517,16 @@ class Agent:
                 if finished:
                     return
         finally:
-            self._queue = None
-            self.hook_runner.end_turn()
+            # Closed by the caller's `aclosing` before the turn lock is released. Even so,
+            # clear only this turn's state: a generator closed late (by the garbage
+            # collector) must never end the turn that came after it.
+            if self._queue is queue:
+                self._queue = None
+            self.hook_runner.end_turn(scope)
             if not finished and self._failure is None and self._conn is not None:
                 # Abandoned (error, timeout, cancellation, consumer gone): stop the harness's
                 # turn; the reader marks the agent idle when the harness confirms.
-                self._spawn(self._abandon_turn())
+                self._abandoning = self._spawn(self._abandon_turn())
 
     async def _abandon_turn(self) -> None:
         """Answer every pending request fail-closed, then halt the harness's turn. In that
@@ -526,8 +561,8 @@ class Agent:
         self._session_ended.set()
         self._idle.set()
 
-    def _spawn(self, coro: Any) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, coro: Any, *, eager: bool = False) -> asyncio.Task[None]:
+        task = _start_now(coro) if eager else asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -549,7 +584,7 @@ class Agent:
         elif isinstance(effect, p.SessionEnded):
             self._session_ended.set()
         else:
-            task = self._spawn(self._answer(effect))
+            task = self._spawn(self._answer(effect), eager=True)
             self._answers.add(task)
             task.add_done_callback(self._answers.discard)
 

@@ -217,8 +217,11 @@ class HookRunner:
         self._operations.clear()
         return turn
 
-    def end_turn(self) -> None:
-        """Close the turn scope and drop its operation scopes."""
+    def end_turn(self, turn: HookContext | None = None) -> None:
+        """Close the turn scope and drop its operation scopes; given `turn`, only if that
+        is still the open one (a late close never ends the next turn)."""
+        if turn is not None and turn is not self._turn:
+            return
         self._turn = None
         self._operations.clear()
 

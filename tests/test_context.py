@@ -199,6 +199,21 @@ async def test_each_turn_gets_a_fresh_context_and_fresh_operations() -> None:
     assert op1.parent is first and op2.parent is second
 
 
+async def test_closing_an_earlier_turn_late_leaves_the_next_turn_open() -> None:
+    # A turn's clean-up can run after the next turn began (an async generator closed by
+    # the garbage collector): ending the old scope must not end the new one.
+    rec = Recorder()
+    runner = HookRunner([rec])
+    first = runner.begin_turn("one")
+    second = runner.begin_turn("two")
+    runner.end_turn(first)
+    await runner.dispatch_pre_turn()
+    assert rec.seen["pre_turn"] == [second]
+    runner.end_turn(second)
+    await runner.dispatch_pre_turn()
+    assert rec.seen["pre_turn"][1] not in (first, second)
+
+
 async def test_different_calls_get_different_operation_contexts() -> None:
     rec = Recorder()
     runner = HookRunner([rec])
