@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .context import HookContext, ToolContext, current_context
     from .errors import (
         AntigravityError,
+        ConfigurationError,
         HarnessConnectionError,
         HarnessNotFoundError,
         PolicyError,
@@ -54,6 +55,7 @@ __all__ = [
     "BuiltinTool",
     "CapabilitiesConfig",
     "ChatResponse",
+    "ConfigurationError",
     "Decision",
     "HarnessConnectionError",
     "HarnessNotFoundError",
@@ -100,6 +102,7 @@ _EXPORTS = {
     **dict.fromkeys(
         (
             "AntigravityError",
+            "ConfigurationError",
             "HarnessConnectionError",
             "HarnessNotFoundError",
             "PolicyError",

@@ -26,15 +26,22 @@ from collections.abc import (
 )
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from . import policy as policy_mod
 from .context import ToolContext
-from .errors import AntigravityError, HarnessConnectionError, TurnDeniedError
+from .errors import (
+    AntigravityError,
+    ConfigurationError,
+    HarnessConnectionError,
+    TurnDeniedError,
+)
 from .harness import protocol as p
+from .harness.catalog import TOOLS, Governance, ToolGuard, tools_enabled_by
 from .harness.protocol import Effect, HookCall, SessionCore, TurnEnded
 from .hooks import Hook, HookRunner
 from .types import (
+    BuiltinTool,
     CapabilitiesConfig,
     ChatResponse,
     HookResult,
@@ -121,6 +128,7 @@ class _Settings:
     app_data_dir: Path | None = None
     connection: Any = None
     hook_timeout: float | None = None
+    ungoverned: frozenset[str] = frozenset()
     turn_timeout: float = 600.0
     startup_timeout: float = 30.0
 
@@ -217,6 +225,25 @@ class AgentBuilder:
         self._s.connection = connection
         return self
 
+    def allow_ungoverned(self, *routes: str) -> AgentBuilder:
+        """Opt into routes the harness runs WITHOUT asking hooks or policies.
+
+        `"manage_task"` and `"schedule"` let their capabilities be switched on (the harness
+        never asks before these tools run: `manage_task` can feed input to a running
+        background command); `"subagents"` lets `invoke_subagent` start subagents the
+        model defines itself, whose tool calls no hook ever sees. Without the opt-in,
+        `build()` refuses such a configuration and the SDK denies such subagents. Each
+        opt-in is logged as a warning when the agent is built.
+        """
+        unknown = sorted(set(routes) - _UNGOVERNED_ROUTES)
+        if unknown:
+            raise ConfigurationError(
+                f"allow_ungoverned(): unknown route(s) {unknown}; "
+                f"the ungoverned routes are {sorted(_UNGOVERNED_ROUTES)}"
+            )
+        self._s.ungoverned |= frozenset(routes)
+        return self
+
     def hook_timeout(self, seconds: float | None) -> AgentBuilder:
         """Bound each hook call; a hook that exceeds it counts as failing (fail-closed)."""
         self._s.hook_timeout = seconds
@@ -228,21 +255,79 @@ class AgentBuilder:
         return self
 
     def build(self) -> Agent:
-        """Validate everything that can be checked without the harness: policies, and the
-        host-side tools' names and signatures."""
+        """Validate everything that can be checked without the harness: the capabilities
+        (no ungoverned tool without the opt-in), the host-side tools' names and
+        signatures, and the policies (no rule that could never match)."""
         from .tools import ToolRunner
 
         s = replace(self._s)
-        policies = s.policies or [policy_mod.confirm_run_command()]
-        enforcer = policy_mod.enforce(policies, mcp_servers=s.mcp_servers or None)
+        _check_capabilities(s)
         tools = ToolRunner(s.tools, context=ToolContext())
         clashes = sorted(set(tools.tools) & p.RESERVED_TOOL_NAMES)
         if clashes:
-            raise ValueError(
+            raise ConfigurationError(
                 f"host-side tool names {clashes} are the harness's own tool names; "
                 "hooks and policies could not tell the two apart"
             )
+        policies = s.policies or default_policies(s.workspaces)
+        enforcer = policy_mod.enforce(
+            policies, mcp_servers=s.mcp_servers or None, tools=tools.tools
+        )
         return Agent(s, enforcer, tools)
+
+
+_UNGOVERNED_ROUTES: Final = frozenset(
+    {
+        *(spec.name for spec in TOOLS.values() if spec.governance is Governance.NEVER_ASKED),
+        "subagents",
+    }
+)
+"""What `AgentBuilder.allow_ungoverned()` accepts."""
+
+
+def default_policies(workspaces: Sequence[Path] = ()) -> list[Any]:
+    """The policies an agent gets when it is given none: shell commands and workflow
+    scripts denied (no one to confirm them), file tools kept inside the workspaces that
+    were configured, everything else allowed."""
+    return [
+        *policy_mod.confirm_run_command(),
+        policy_mod.deny(
+            "run_workflow",
+            name="confirm_run_workflow",
+            reason="run_workflow is denied by policy 'confirm_run_workflow': a workflow "
+            "script runs arbitrary code on the host, and no confirmation handler is "
+            "configured.",
+        ),
+        *(policy_mod.workspace_only(workspaces) if workspaces else ()),
+    ]
+
+
+def _check_capabilities(s: _Settings) -> None:
+    """Refuse tools the harness never asks about unless opted into; warn on opt-ins."""
+    enabled = s.capabilities.enabled_tools
+    ungoverned = sorted(
+        spec.name
+        for spec in TOOLS.values()
+        if spec.governance is Governance.NEVER_ASKED and spec.capability in enabled
+    )
+    missing = [name for name in ungoverned if name not in s.ungoverned]
+    if missing:
+        raise ConfigurationError(
+            f"the capabilities enable {missing}, which the harness runs without asking "
+            "any hook or policy (a rule on them could never fire). Leave them out of "
+            "CapabilitiesConfig.enabled_tools, or accept that with "
+            f".allow_ungoverned({', '.join(map(repr, missing))})"
+        )
+    for route in sorted(s.ungoverned):
+        logger.warning(
+            "allow_ungoverned(%r): the harness runs this route without asking hooks or policies",
+            route,
+        )
+    if BuiltinTool.RUN_WORKFLOW in enabled:
+        logger.warning(
+            "run_workflow is enabled: once a call is allowed, its script runs arbitrary "
+            "code on the host that no hook sees"
+        )
 
 
 class Agent:
@@ -321,7 +406,13 @@ class Agent:
             self.hook_runner = HookRunner(
                 [*self._hooks, self.policy_enforcer], timeout=s.hook_timeout
             )
-            self._core = SessionCore(frozenset(self._tools.tools))
+            host_tools = frozenset(self._tools.tools)
+            guard = ToolGuard(
+                enabled=tools_enabled_by(s.capabilities.enabled_tools) | host_tools,
+                mcp_servers=frozenset(server.name for server in s.mcp_servers),
+                any_subagent="subagents" in s.ungoverned,
+            )
+            self._core = SessionCore(host_tools, guard)
             self._conn = s.connection or LocalConnection(
                 s.harness_path, startup_timeout=s.startup_timeout
             )

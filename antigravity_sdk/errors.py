@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AntigravityError",
+    "ConfigurationError",
     "HarnessConnectionError",
     "HarnessNotFoundError",
     "PolicyError",
@@ -20,6 +21,10 @@ __all__ = [
 
 class AntigravityError(Exception):
     """Base class of every error raised by antigravity_sdk."""
+
+
+class ConfigurationError(AntigravityError, ValueError):
+    """An agent configuration the SDK refuses at `build()`, saying what to change."""
 
 
 class HarnessNotFoundError(AntigravityError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import difflib
 import enum
 import errno
 import fnmatch
@@ -40,6 +41,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel
 
 from .errors import PolicyError
+from .harness.catalog import INTERNAL_NAMES, TOOLS, Governance
 from .hooks import Hook, _cancelling
 from .interactive import confirm_in_terminal
 from .types import HookResult, McpHttpServer, McpStdioServer, ToolCall
@@ -586,6 +588,37 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
+_RULE_TOOLS: Final = frozenset(
+    name for name, spec in TOOLS.items() if spec.governance is Governance.ASKED
+)
+"""Built-in tools a rule can name: the harness asks before each of them runs."""
+
+
+def _unmatchable(tool: str, host_tools: frozenset[str]) -> str:
+    """Why a rule naming the bare tool `tool` could never match a call, or ""."""
+    if tool in host_tools:
+        return ""
+    spec = TOOLS.get(tool)
+    if spec is not None:
+        switch = f"BuiltinTool.{spec.capability.name}" if spec.capability else "its capability"
+        return (
+            f"the harness never asks before {tool!r} runs, so a rule on it can never fire; "
+            f"switch it off instead (leave {switch} out of CapabilitiesConfig.enabled_tools)"
+        )
+    public = INTERNAL_NAMES.get(tool)
+    if public is not None:
+        return (
+            f"{tool!r} is the harness's internal name; rules use the name the model calls "
+            f"the tool by: {public!r}"
+        )
+    names = sorted(_RULE_TOOLS | host_tools)
+    same = [name for name in names if name.casefold() == tool.casefold()]
+    close = same or difflib.get_close_matches(tool, names, n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    where = "a built-in tool" + (" or one of the agent's host-side tools" if host_tools else "")
+    return f"no tool is called {tool!r}: it is not {where}, so the rule could never match{hint}"
+
+
 def _invalid(index: int, policy: Policy, problem: str) -> PolicyError:
     return PolicyError(f"policy #{index} ({policy.label!r}): {problem}")
 
@@ -607,7 +640,13 @@ class _Rule:
         "result",
     )
 
-    def __init__(self, index: int, policy: Policy, mcp_servers: frozenset[str] | None) -> None:
+    def __init__(
+        self,
+        index: int,
+        policy: Policy,
+        mcp_servers: frozenset[str] | None,
+        host_tools: frozenset[str],
+    ) -> None:
         # Kept lean: enforce() runs this once per rule, and rule sets can be large.
         decision = policy.decision
         if not isinstance(decision, Decision):
@@ -616,6 +655,10 @@ class _Rule:
             scope, server = _parse_pattern(policy.tool)
         except ValueError as exc:
             raise _invalid(index, policy, str(exc)) from None
+        if scope == 0 and server is None and policy.tool not in _RULE_TOOLS:
+            problem = _unmatchable(policy.tool, host_tools)
+            if problem:
+                raise _invalid(index, policy, problem)
         if server is not None:
             if mcp_servers is None:
                 raise _invalid(
@@ -794,6 +837,16 @@ def _flatten(policies: PolicyLike) -> list[Policy]:
     return flat
 
 
+def _tool_names(tools: Iterable[str]) -> frozenset[str]:
+    if isinstance(tools, str):
+        raise PolicyError(f"tools takes a list of tool names, not the string {tools!r}")
+    names = frozenset(tools)
+    bad = [name for name in names if not isinstance(name, str) or not name]
+    if bad:
+        raise PolicyError(f"tools takes tool names (non-empty strings), got {bad[0]!r}")
+    return names
+
+
 def _server_names(servers: Iterable[McpServerConfig | str] | None) -> frozenset[str] | None:
     if servers is None:
         return None
@@ -904,13 +957,15 @@ class PolicyEnforcer(Hook):
         mcp_servers: Iterable[McpServerConfig | str] | None = None,
         *,
         mode: Mode = "enforce",
+        tools: Iterable[str] = (),
     ) -> None:
         if mode not in ("enforce", "shadow"):
             raise PolicyError(f"mode must be 'enforce' or 'shadow', got {mode!r}")
         flat = _flatten(policies)
         servers = _server_names(mcp_servers)
+        host_tools = _tool_names(tools)
         with _gc_paused():
-            self._compile([_Rule(i, p, servers) for i, p in enumerate(flat)])
+            self._compile([_Rule(i, p, servers, host_tools) for i, p in enumerate(flat)])
         self.policies: tuple[Policy, ...] = tuple(flat)
         self.mode: Mode = mode
         self._shadow = mode == "shadow"
@@ -1098,16 +1153,19 @@ def enforce(
     mcp_servers: Iterable[McpServerConfig | str] | None = None,
     *,
     mode: Mode = "enforce",
+    tools: Iterable[str] = (),
 ) -> PolicyEnforcer:
     """Validate and compile `policies` (nested lists are flattened) into an enforcer.
 
     Raises `PolicyError`, naming the policy, for a non-Policy item, an ASK_USER policy
-    without handler, a malformed pattern, or an MCP pattern whose server is not in
-    `mcp_servers` (configs or names). Predicates are inspected here, once: a first
-    parameter annotated `ToolCall` gets the call, a `BaseModel` subclass gets the args
-    validated into it, anything else gets the args dict.
+    without handler, a malformed pattern, an MCP pattern whose server is not in
+    `mcp_servers` (configs or names), and a rule that could never match: a bare tool name
+    that is neither a built-in tool the harness asks about nor one of `tools` (the names
+    of host-side tools; an `Agent` passes its own). Predicates are inspected here, once: a
+    first parameter annotated `ToolCall` gets the call, a `BaseModel` subclass gets the
+    args validated into it, anything else gets the args dict.
     """
-    return PolicyEnforcer(policies, mcp_servers, mode=mode)
+    return PolicyEnforcer(policies, mcp_servers, mode=mode, tools=tools)
 
 
 # -- policies as data (TOML) -------------------------------------------------------------

@@ -22,6 +22,14 @@ from antigravity_sdk import (
 )
 from antigravity_sdk.policy import Decision, Policy, PolicyDecision, PolicyEnforcer
 
+HOST_TOOLS = ("x", "y", "a", "b", "c", "ok", "drop_table")
+"""Tool names these tests make up: they stand for host-side tools of an agent."""
+
+
+def enforce(*args: Any, **kwargs: Any) -> PolicyEnforcer:
+    return policy.enforce(*args, tools=HOST_TOOLS, **kwargs)
+
+
 DB = McpStdioServer(name="db", command="db-server")
 
 
@@ -105,42 +113,42 @@ def test_builder_misuse_raises_policy_error(build: Any) -> None:
 @pytest.mark.parametrize("pattern", ["", "run_*", "*/x", "a/b/c", "/x", "db/", " x", "a b/*"])
 def test_malformed_patterns_are_rejected(pattern: str) -> None:
     with pytest.raises(PolicyError, match="policy #1"):
-        policy.enforce([policy.allow("ok"), policy.deny(pattern, name="bad")], mcp_servers=["db"])
+        enforce([policy.allow("ok"), policy.deny(pattern, name="bad")], mcp_servers=["db"])
 
 
 def test_validation_names_the_policy() -> None:
     with pytest.raises(PolicyError, match=r"policy #0 \('asker'\).*handler"):
-        policy.enforce([policy.ask_user("x", name="asker")])
+        enforce([policy.ask_user("x", name="asker")])
     with pytest.raises(PolicyError, match="not a Policy"):
-        policy.enforce([policy.allow("x"), "deny run_command"])  # type: ignore[list-item]
+        enforce([policy.allow("x"), "deny run_command"])  # type: ignore[list-item]
     with pytest.raises(PolicyError, match="mcp_servers"):
-        policy.enforce(policy.deny_mcp("db"))
+        enforce(policy.deny_mcp("db"))
     with pytest.raises(PolicyError, match="'other' is not among"):
-        policy.enforce(policy.deny_mcp("other"), mcp_servers=[DB])
+        enforce(policy.deny_mcp("other"), mcp_servers=[DB])
     with pytest.raises(PolicyError, match="timeout"):
-        policy.enforce([policy.ask_user("x", lambda c: True, timeout=0)])
+        enforce([policy.ask_user("x", lambda c: True, timeout=0)])
     with pytest.raises(PolicyError, match="one positional argument"):
-        policy.enforce([policy.deny("x", when=lambda: True)])  # type: ignore[arg-type]
+        enforce([policy.deny("x", when=lambda: True)])  # type: ignore[arg-type]
     with pytest.raises(PolicyError, match="ASK_USER"):
-        policy.enforce([Policy("x", Decision.DENY, handler=lambda c: True)])
+        enforce([Policy("x", Decision.DENY, handler=lambda c: True)])
     with pytest.raises(PolicyError, match="mode"):
-        policy.enforce([], mode="audit")  # type: ignore[arg-type]
+        enforce([], mode="audit")  # type: ignore[arg-type]
 
 
 def test_nested_lists_are_flattened_and_servers_accept_names_or_configs() -> None:
-    enforcer = policy.enforce(
+    enforcer = enforce(
         [policy.allow("a"), [policy.deny("b"), (policy.deny_mcp(DB),)]], mcp_servers=["db"]
     )
     assert [p.tool for p in enforcer.policies] == ["a", "b", "db/*"]
-    assert policy.enforce(policy.deny_mcp(DB), mcp_servers=[DB]).policies[0].tool == "db/*"
-    assert policy.enforce(policy.allow_all()).policies == (policy.allow_all(),)
+    assert enforce(policy.deny_mcp(DB), mcp_servers=[DB]).policies[0].tool == "db/*"
+    assert enforce(policy.allow_all()).policies == (policy.allow_all(),)
 
 
 # -- the priority model (the article's examples) ------------------------------------------------
 
 
 async def test_rm_and_sudo_first_match() -> None:
-    enforcer = policy.enforce(
+    enforcer = enforce(
         [
             policy.deny("run_command", when=lambda a: "rm" in a["CommandLine"], name="no-rm"),
             policy.deny("run_command", when=lambda a: "sudo" in a["CommandLine"], name="no-sudo"),
@@ -155,7 +163,7 @@ async def test_rm_and_sudo_first_match() -> None:
 
 
 async def test_specific_allow_beats_global_deny() -> None:
-    enforcer = policy.enforce([policy.deny("*"), policy.allow("view_file")])
+    enforcer = enforce([policy.deny("*"), policy.allow("view_file")])
     assert await allowed(enforcer, ToolCall(name="view_file"))
     assert not await allowed(enforcer, ToolCall(name="write_to_file"))
     decision = await enforcer.evaluate(ToolCall(name="view_file"))
@@ -167,18 +175,18 @@ async def test_deny_npm_allow_npm_test() -> None:
     deny_npm = policy.deny("run_command", when=lambda a: a["CommandLine"].startswith("npm"))
     allow_test = policy.allow("run_command", when=lambda a: a["CommandLine"] == "npm test")
     for rules in ([deny_npm, allow_test], [allow_test, deny_npm]):
-        assert not await allowed(policy.enforce(rules), cmd("npm test"))
+        assert not await allowed(enforce(rules), cmd("npm test"))
     # ...so the exception goes into the deny's predicate; inside a bucket, order decides.
     first = policy.allow("run_command", when=lambda a: a["CommandLine"] == "npm test", name="t")
     rest = policy.allow("run_command", name="rest")
-    decision = await policy.enforce([first, rest]).evaluate(cmd("npm test"))
+    decision = await enforce([first, rest]).evaluate(cmd("npm test"))
     assert decision.policy is first
-    decision = await policy.enforce([rest, first]).evaluate(cmd("npm test"))
+    decision = await enforce([rest, first]).evaluate(cmd("npm test"))
     assert decision.policy is rest
 
 
 async def test_no_match_allows() -> None:
-    enforcer = policy.enforce([policy.deny("run_command")])
+    enforcer = enforce([policy.deny("run_command")])
     decision = await enforcer.evaluate(ToolCall(name="view_file"))
     assert decision.allow and decision.policy is None and decision.bucket is None
     assert decision.trace == []
@@ -186,7 +194,7 @@ async def test_no_match_allows() -> None:
 
 
 async def test_mcp_database_server() -> None:
-    enforcer = policy.enforce(
+    enforcer = enforce(
         [policy.deny_mcp("db", tools=["drop_table"]), policy.allow_mcp("db"), policy.deny_all()],
         mcp_servers=[DB],
     )
@@ -194,7 +202,7 @@ async def test_mcp_database_server() -> None:
     assert await allowed(enforcer, mcp("db", "select"))
     assert not await allowed(enforcer, mcp("other", "select"))
     # A bare name never matches an MCP call, and `server/*` only its own server.
-    bare = policy.enforce([policy.deny("drop_table"), policy.deny_mcp("db")], mcp_servers=["db"])
+    bare = enforce([policy.deny("drop_table"), policy.deny_mcp("db")], mcp_servers=["db"])
     assert await allowed(bare, mcp("web", "drop_table"))
     assert not await allowed(bare, ToolCall(name="drop_table"))
     assert not await allowed(bare, mcp("db", "anything"))
@@ -226,7 +234,7 @@ async def test_predicate_kinds() -> None:
         seen.append(call)
         return False
 
-    enforcer = policy.enforce(
+    enforcer = enforce(
         [policy.deny("run_command", when=f) for f in (by_args, by_model, by_call)]
         + [policy.deny("run_command", when=by_string_annotation)]
     )
@@ -242,7 +250,7 @@ async def test_predicate_signature_inspected_once_at_enforce(
 ) -> None:
     import inspect
 
-    enforcer = policy.enforce([policy.deny("x", when=lambda a: False)])
+    enforcer = enforce([policy.deny("x", when=lambda a: False)])
     calls = 0
     real = inspect.signature
 
@@ -264,7 +272,7 @@ async def test_truthy_and_awaitable_predicate_results() -> None:
     async def coroutine_true() -> bool:
         return True
 
-    enforcer = policy.enforce(
+    enforcer = enforce(
         [
             policy.deny("a", when=lambda args: re.search("x", args["v"])),  # type: ignore[arg-type,return-value]
             policy.deny("b", when=lambda args: coroutine_true()),
@@ -283,17 +291,17 @@ async def test_predicate_error_fail_safe(caplog: pytest.LogCaptureFixture) -> No
         return True
 
     caplog.set_level(logging.WARNING, logger="antigravity_sdk.policy")
-    denying = policy.enforce([policy.deny("x", when=boom, name="d"), policy.allow_all()])
+    denying = enforce([policy.deny("x", when=boom, name="d"), policy.allow_all()])
     result = await denying.pre_tool_call(ToolCall(name="x"))
     assert not result.allow and "'d'" in result.message and "kaput" in result.message
-    asking = policy.enforce([policy.ask_user("x", lambda c: True, when=boom), policy.allow_all()])
+    asking = enforce([policy.ask_user("x", lambda c: True, when=boom), policy.allow_all()])
     assert not (await asking.pre_tool_call(ToolCall(name="x"))).allow
-    approving = policy.enforce([policy.allow("x", when=boom), policy.deny_all()])
+    approving = enforce([policy.allow("x", when=boom), policy.deny_all()])
     decision = await approving.evaluate(ToolCall(name="x"))
     assert not decision.allow and decision.policy == policy.deny_all()
     assert "raised RuntimeError" in decision.trace[0].outcome
     # Validation failure of a model predicate counts as raising.
-    validating = policy.enforce([policy.deny("run_command", when=bad_model)])
+    validating = enforce([policy.deny("run_command", when=bad_model)])
     assert not (await validating.pre_tool_call(ToolCall(name="run_command", args={}))).allow
     assert sum("kaput" in r.getMessage() for r in caplog.records) >= 3
 
@@ -311,11 +319,9 @@ async def test_handlers_sync_async_and_refusal() -> None:
     async def no(call: ToolCall) -> bool:
         return False
 
-    assert await allowed(policy.enforce([policy.ask_user("x", yes)]), ToolCall(name="x"))
+    assert await allowed(enforce([policy.ask_user("x", yes)]), ToolCall(name="x"))
     assert asked and asked[0].name == "x"
-    refused = await policy.enforce([policy.ask_user("x", no, name="q")]).pre_tool_call(
-        ToolCall(name="x")
-    )
+    refused = await enforce([policy.ask_user("x", no, name="q")]).pre_tool_call(ToolCall(name="x"))
     assert not refused.allow and "'q'" in refused.message and "refused" in refused.message
 
 
@@ -328,7 +334,7 @@ async def test_handlers_sync_async_and_refusal() -> None:
     ],
 )
 async def test_handler_failures_deny(handler: Any) -> None:
-    enforcer = policy.enforce([policy.ask_user("x", handler), policy.allow_all()])
+    enforcer = enforce([policy.ask_user("x", handler), policy.allow_all()])
     assert not await allowed(enforcer, ToolCall(name="x"))
 
 
@@ -342,7 +348,7 @@ async def test_handler_timeout_denies_async_and_sync() -> None:
         return True
 
     for handler in (slow, blocking):
-        enforcer = policy.enforce([policy.ask_user("x", handler, timeout=0.05, name="t")])
+        enforcer = enforce([policy.ask_user("x", handler, timeout=0.05, name="t")])
         started = time.perf_counter()
         result = await enforcer.pre_tool_call(ToolCall(name="x"))
         assert not result.allow and "0.05s" in result.message
@@ -357,7 +363,7 @@ async def test_a_late_answer_after_the_timeout_denies() -> None:
             await asyncio.sleep(5)
         return True
 
-    enforcer = policy.enforce([policy.ask_user("x", stubborn, timeout=0.05, name="t")])
+    enforcer = enforce([policy.ask_user("x", stubborn, timeout=0.05, name="t")])
     result = await enforcer.pre_tool_call(ToolCall(name="x"))
     assert not result.allow and "within 0.05s" in result.message
     decision = await enforcer.evaluate(ToolCall(name="x"))
@@ -379,7 +385,7 @@ async def test_sync_handler_without_timeout_does_not_block_the_loop() -> None:
         await asyncio.sleep(0.01)
         ticked.set()
 
-    enforcer = policy.enforce([policy.ask_user("x", blocking)])
+    enforcer = enforce([policy.ask_user("x", blocking)])
     ticker = asyncio.create_task(tick())
     started = time.perf_counter()
     assert (await enforcer.pre_tool_call(ToolCall(name="x"))).allow
@@ -392,7 +398,7 @@ async def test_sync_handler_returning_an_awaitable_is_awaited() -> None:
     async def later() -> bool:
         return True
 
-    enforcer = policy.enforce([policy.ask_user("x", lambda c: later())])
+    enforcer = enforce([policy.ask_user("x", lambda c: later())])
     assert await allowed(enforcer, ToolCall(name="x"))
 
 
@@ -403,7 +409,7 @@ async def test_handler_raising_cancelled_error_denies() -> None:
         return await future
 
     for timeout in (None, 5.0):
-        enforcer = policy.enforce([policy.ask_user("x", cancelled, name="c", timeout=timeout)])
+        enforcer = enforce([policy.ask_user("x", cancelled, name="c", timeout=timeout)])
         result = await enforcer.pre_tool_call(ToolCall(name="x"))
         assert not result.allow and "CancelledError" in result.message
         assert not (await enforcer.evaluate(ToolCall(name="x"))).allow
@@ -414,7 +420,7 @@ async def test_handler_own_timeout_error_is_a_failure_not_the_deadline() -> None
         raise TimeoutError("the pager timed out")
 
     for timeout in (None, 5.0):
-        enforcer = policy.enforce([policy.ask_user("x", own, name="o", timeout=timeout)])
+        enforcer = enforce([policy.ask_user("x", own, name="o", timeout=timeout)])
         result = await enforcer.pre_tool_call(ToolCall(name="x"))
         assert not result.allow and "the pager timed out" in result.message
         assert "within" not in result.message
@@ -427,10 +433,10 @@ async def test_predicate_raising_cancelled_error_is_a_failure() -> None:
         return await future
 
     guard = policy.deny("x", when=cancelled, name="guard")
-    result = await policy.enforce([guard]).pre_tool_call(ToolCall(name="x"))
+    result = await enforce([guard]).pre_tool_call(ToolCall(name="x"))
     assert not result.allow and "CancelledError" in result.message
     opener = policy.allow("x", when=cancelled)  # APPROVE: does not match
-    enforcer = policy.enforce([opener, policy.deny_all()])
+    enforcer = enforce([opener, policy.deny_all()])
     assert not await allowed(enforcer, ToolCall(name="x"))
     assert (await enforcer.evaluate(ToolCall(name="x"))).policy is not opener
 
@@ -451,7 +457,7 @@ async def test_cancelling_a_decision_propagates(where: str) -> None:
         rules = [policy.ask_user("x", hang, timeout=60)]
     else:
         rules = [policy.deny("x", when=hang)]
-    enforcer = policy.enforce(rules)
+    enforcer = enforce(rules)
     for decide in (enforcer.pre_tool_call, enforcer.evaluate):
         entered.clear()
         task = asyncio.create_task(decide(ToolCall(name="x")))  # type: ignore[operator]
@@ -463,7 +469,7 @@ async def test_cancelling_a_decision_propagates(where: str) -> None:
 
 async def test_evaluate_without_asking() -> None:
     asked: list[ToolCall] = []
-    enforcer = policy.enforce([policy.ask_user("x", lambda c: asked.append(c) or True)])
+    enforcer = enforce([policy.ask_user("x", lambda c: asked.append(c) or True)])
     decision = await enforcer.evaluate(ToolCall(name="x"), ask=False)
     assert not decision.allow and decision.decision is Decision.ASK_USER and not asked
     assert "ASKS THE USER" in str(decision)
@@ -474,7 +480,7 @@ async def test_evaluate_without_asking() -> None:
 
 
 async def test_messages_name_the_policy_or_use_the_reason() -> None:
-    enforcer = policy.enforce(
+    enforcer = enforce(
         [policy.deny("a", name="named"), policy.deny("b"), policy.deny("c", reason="Because.")]
     )
     assert (await enforcer.pre_tool_call(ToolCall(name="a"))).message == "Denied by policy 'named'."
@@ -483,7 +489,7 @@ async def test_messages_name_the_policy_or_use_the_reason() -> None:
 
 
 async def test_evaluate_traces_rules_in_bucket_order() -> None:
-    enforcer = policy.enforce(
+    enforcer = enforce(
         [
             policy.allow_all(),
             policy.allow("x", when=lambda a: False, name="never"),
@@ -513,7 +519,7 @@ async def test_shadow_mode_logs_but_allows(caplog: pytest.LogCaptureFixture) -> 
         policy.deny("x", when=lambda a: 1 / 0),
         policy.ask_user("y", lambda c: asked.append(c) or False),
     ]
-    shadow = policy.enforce(rules, mode="shadow")
+    shadow = enforce(rules, mode="shadow")
     for name in ("run_command", "x", "y", "z"):
         assert (await shadow.pre_tool_call(ToolCall(name=name))).allow
     assert not asked, "shadow mode must not prompt anyone"
@@ -521,11 +527,11 @@ async def test_shadow_mode_logs_but_allows(caplog: pytest.LogCaptureFixture) -> 
     assert "would be denied by policy 'no-shell'" in logged and "would ask the user" in logged
     # evaluate() still reports what the rules decide.
     assert not (await shadow.evaluate(ToolCall(name="run_command"))).allow
-    assert not (await policy.enforce(rules).pre_tool_call(ToolCall(name="run_command"))).allow
+    assert not (await enforce(rules).pre_tool_call(ToolCall(name="run_command"))).allow
 
 
 async def test_enforcer_is_a_hook() -> None:
-    runner = HookRunner([policy.enforce([policy.deny("run_command", reason="nope")])])
+    runner = HookRunner([enforce([policy.deny("run_command", reason="nope")])])
     result = await runner.dispatch_pre_tool_call(cmd("ls"))
     assert not result.allow and result.message == "nope"
     assert (await runner.dispatch_pre_tool_call(ToolCall(name="view_file"))).allow

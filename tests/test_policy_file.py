@@ -23,7 +23,8 @@ def write(tmp_path: Path, text: str) -> Path:
 async def decide(path: Path, tool: str, servers: Any = None, **args: Any) -> bool:
     server, slash, name = tool.rpartition("/")
     call = ToolCall(name=name, server_name=server if slash else None, args=args)
-    enforcer = policy.enforce(policy.load(path), mcp_servers=servers)
+    # "t" stands for a host-side tool of the agent.
+    enforcer = policy.enforce(policy.load(path), mcp_servers=servers, tools=["t"])
     return (await enforcer.pre_tool_call(call)).allow
 
 

@@ -143,7 +143,7 @@ def to_call(call: tuple[str, str | None]) -> ToolCall:
 
 def decide(policies: list[Policy], call: ToolCall) -> tuple[bool, Policy | None, bool]:
     """(pre_tool_call allow, evaluate()'s deciding policy, evaluate allow)."""
-    enforcer = policy.enforce(policies, mcp_servers=list(SERVERS))
+    enforcer = policy.enforce(policies, mcp_servers=list(SERVERS), tools=TOOLS)
 
     async def run() -> tuple[bool, Policy | None, bool]:
         fast = await enforcer.pre_tool_call(call)
@@ -373,7 +373,7 @@ def test_pre_tool_call_and_evaluate_agree(
 ) -> None:
     """Same allow and same message, whatever the predicates and handlers do."""
     policies = [build_extra(s) for s in specs]
-    enforcer = policy.enforce(policies, mcp_servers=list(SERVERS))
+    enforcer = policy.enforce(policies, mcp_servers=list(SERVERS), tools=TOOLS)
     call = to_call(raw_call)
 
     async def run() -> None:

@@ -7,6 +7,8 @@ field and never answers it.
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any, Final
 
 from ..types import BuiltinTool, CapabilitiesConfig, McpHttpServer, McpServer, McpStdioServer
 from . import wire
+from .catalog import CAPABILITY_SWITCHES
 from .protocol import HOOK_EVENTS
 
 pb = wire.pb
@@ -45,35 +48,24 @@ class ModelSettings:
         )
 
 
+@functools.cache
+def _switch_messages() -> dict[str, Any]:
+    """`HarnessSideTools` field -> its message class (each has `enabled`)."""
+    hints = typing.get_type_hints(pb.HarnessSideTools)
+    return {name: typing.get_args(hints[name])[0] for name in CAPABILITY_SWITCHES.values()}
+
+
 def _side_tools(capabilities: CapabilitiesConfig) -> Any:
+    """Every capability switch explicitly on or off, from the catalogue's table."""
     on = capabilities.enabled_tools
-
-    def enabled(tool: BuiltinTool) -> bool:
-        return tool in on
-
-    return pb.HarnessSideTools(
-        run_command=pb.RunCommandToolConfig(
-            enabled=enabled(BuiltinTool.RUN_COMMAND),
-            max_timeout_ms=capabilities.run_command_timeout_ms or 0,
-        ),
-        view_file=pb.ViewFileToolConfig(enabled=enabled(BuiltinTool.VIEW_FILE)),
-        write_to_file=pb.WriteToFileToolConfig(enabled=enabled(BuiltinTool.WRITE_TO_FILE)),
-        file_edit=pb.FileEditToolConfig(enabled=enabled(BuiltinTool.EDIT_FILE)),
-        list_dir=pb.ListDirToolConfig(enabled=enabled(BuiltinTool.LIST_DIR)),
-        grep_search=pb.GrepSearchToolConfig(enabled=enabled(BuiltinTool.GREP_SEARCH)),
-        find=pb.FindToolConfig(enabled=enabled(BuiltinTool.FIND)),
-        user_questions=pb.UserQuestionsConfig(enabled=enabled(BuiltinTool.ASK_QUESTION)),
-        subagents=pb.SubagentsConfig(
-            enabled=enabled(BuiltinTool.SUBAGENTS),
-            max_nesting_depth=capabilities.max_subagent_depth or 0,
-        ),
-        search_web=pb.SearchWebToolConfig(enabled=enabled(BuiltinTool.SEARCH_WEB)),
-        read_url_content=pb.ReadUrlContentToolConfig(enabled=enabled(BuiltinTool.READ_URL_CONTENT)),
-        generate_image=pb.GenerateImageToolConfig(enabled=enabled(BuiltinTool.GENERATE_IMAGE)),
-        manage_task=pb.ManageTaskToolConfig(enabled=enabled(BuiltinTool.MANAGE_TASK)),
-        schedule=pb.ScheduleToolConfig(enabled=enabled(BuiltinTool.SCHEDULE)),
-        run_workflow=pb.RunWorkflowToolConfig(enabled=enabled(BuiltinTool.RUN_WORKFLOW)),
-    )
+    messages = _switch_messages()
+    switches = {
+        field_name: messages[field_name](enabled=tool in on)
+        for tool, field_name in CAPABILITY_SWITCHES.items()
+    }
+    switches["run_command"].max_timeout_ms = capabilities.run_command_timeout_ms or 0
+    switches["subagents"].max_nesting_depth = capabilities.max_subagent_depth or 0
+    return pb.HarnessSideTools(**switches)
 
 
 def _mcp(server: McpServer) -> Any:

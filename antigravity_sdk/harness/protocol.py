@@ -20,6 +20,7 @@ import json
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -36,6 +37,7 @@ from ..types import (
     ToolResult,
     UsageMetadata,
 )
+from .catalog import INTERNAL_NAMES, TOOLS, ToolGuard
 
 __all__ = [
     "HOOK_EVENTS",
@@ -66,28 +68,11 @@ _EVENT_OF_TYPE: Final = {v: k for k, v in HOOK_EVENTS.items()}
 
 # Hooks see some built-in tools under internal names; policies and users know the names
 # the model calls them by, so translate back.
-_MODEL_TOOL_NAME: Final = {
-    "create_file": "write_to_file",
-    "edit_file": "replace_file_content",
-    "list_directory": "list_dir",
-    "find_file": "find_by_name",
-    "search_directory": "grep_search",
-}
+_MODEL_TOOL_NAME: Final = INTERNAL_NAMES
 
 # Step action field -> (tool name, {action field: argument key}).
-_ACTIONS: Final[dict[str, tuple[str, dict[str, str]]]] = {
-    "runCommand": ("run_command", {"commandLine": "CommandLine", "workingDir": "Cwd"}),
-    "viewFile": ("view_file", {"filePath": "AbsolutePath"}),
-    "createFile": ("write_to_file", {"filePath": "TargetFile"}),
-    "editFile": ("replace_file_content", {"filePath": "TargetFile"}),
-    "listDirectory": ("list_dir", {"directoryPath": "DirectoryPath"}),
-    "findFile": ("find_by_name", {"directoryPath": "SearchDirectory", "query": "Pattern"}),
-    "searchDirectory": ("grep_search", {"directoryPath": "SearchPath", "query": "Query"}),
-    "invokeSubagent": ("invoke_subagent", {}),
-    "searchWeb": ("search_web", {"query": "query", "domain": "domain"}),
-    "readUrlContent": ("read_url_content", {"url": "Url"}),
-    "generateImage": ("generate_image", {"prompt": "Prompt"}),
-    "runWorkflow": ("run_workflow", {"scriptPath": "ScriptPath"}),
+_ACTIONS: Final[dict[str, tuple[str, Mapping[str, str]]]] = {
+    spec.action: (spec.name, spec.action_args) for spec in TOOLS.values() if spec.action
 }
 _STEP_STATES: Final = {
     "STATE_ACTIVE": "active",
@@ -416,83 +401,18 @@ def _questions(request: dict[str, Any]) -> tuple[AskQuestionEntry, ...]:
 
 # -- tool-call arguments ----------------------------------------------------------------
 
-# The argument names of the harness's built-in tools (0.1.22), as the model sees them. The
-# harness decodes arguments case-insensitively (Go's encoding/json: `cwd` is `Cwd`, and of
-# two keys that differ only in case the last wins), so hooks and policies get each key in
-# this canonical spelling, and a call whose keys collide under case-folding is refused:
-# the harness would act on a value the policies never saw.
+# The harness decodes arguments case-insensitively (Go's encoding/json: `cwd` is `Cwd`, and
+# of two keys that differ only in case the last wins), so hooks and policies get each key
+# of a built-in tool in its canonical spelling (from the catalogue), and a call whose keys
+# collide under case-folding is refused: the harness would act on a value the policies
+# never saw.
 _BUILTIN_ARGS: Final = {
-    tool: {key.casefold(): key for key in (*keys, "toolAction", "toolSummary")}
-    for tool, keys in {
-        "run_command": (
-            "CommandLine",
-            "Cwd",
-            "WaitMsBeforeAsync",
-            "RunPersistent",
-            "RequestedTerminalID",
-            "NotificationTimeoutSeconds",
-        ),
-        "view_file": ("AbsolutePath", "StartLine", "EndLine", "ContentOffset"),
-        "write_to_file": (
-            "TargetFile",
-            "CodeContent",
-            "Overwrite",
-            "Description",
-            "Append",
-            "ArtifactMetadata",
-        ),
-        "replace_file_content": (
-            "TargetFile",
-            "Instruction",
-            "Description",
-            "AllowMultiple",
-            "TargetContent",
-            "ReplacementContent",
-            "StartLine",
-            "EndLine",
-            "TargetLintErrorIds",
-        ),
-        "list_dir": ("DirectoryPath",),
-        "find_by_name": (
-            "SearchDirectory",
-            "Pattern",
-            "Excludes",
-            "Extensions",
-            "FullPath",
-            "MaxDepth",
-            "Type",
-        ),
-        "grep_search": (
-            "SearchPath",
-            "Query",
-            "CaseInsensitive",
-            "Includes",
-            "IsRegex",
-            "MatchPerLine",
-        ),
-        "read_url_content": ("Url",),
-        "search_web": ("query", "domain"),
-        "generate_image": ("Prompt", "ImageName", "ImagePaths", "AspectRatio"),
-        "run_workflow": ("Script", "ScriptPath", "Args", "Description"),
-        "invoke_subagent": ("Subagents",),
-        "send_message": ("Recipient", "Message"),
-        "manage_task": ("Action", "Input", "TaskId"),
-        "manage_subagents": ("Action", "ConversationIds"),
-        "schedule": (
-            "Prompt",
-            "CronExpression",
-            "DurationSeconds",
-            "IsDaemon",
-            "MaxIterations",
-            "TimerCondition",
-        ),
-    }.items()
+    spec.name: {key.casefold(): key for key in (*spec.args, "toolAction", "toolSummary")}
+    for spec in TOOLS.values()
 }
 _MCP_WRAPPER: Final = frozenset({"servername", "toolname", "arguments"})
 
-RESERVED_TOOL_NAMES: Final = frozenset(
-    {*_BUILTIN_ARGS, *_MODEL_TOOL_NAME, "ask_question", "define_subagent", "call_mcp_tool"}
-)
+RESERVED_TOOL_NAMES: Final = frozenset({*TOOLS, *INTERNAL_NAMES, "call_mcp_tool"})
 """Names of the harness's own tools (as the model and as hooks see them): a host-side tool
 with one of these names would be indistinguishable from the built-in in PRE_TOOL."""
 
@@ -541,10 +461,13 @@ def _governed_args(name: str, server: str | None, args: dict[str, Any]) -> dict[
 class SessionCore:
     """The protocol state of one conversation, independent of how frames travel."""
 
-    def __init__(self, host_tools: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, host_tools: frozenset[str] = frozenset(), guard: ToolGuard | None = None
+    ) -> None:
         # Host-side tools keep their own names: only built-in tools are reported to hooks
         # under internal names that need translating.
         self._host_tools = host_tools
+        self._guard = guard  # None: no tool is refused for what it is (unit tests)
         self.conversation_id = ""
         self.streaming = False  # until a turn starts: before that nobody reads chunks
         self.usage = UsageMetadata()
@@ -644,10 +567,14 @@ class SessionCore:
             )
         if not raw_name:
             refusal = "refused: a tool-call request without a tool name"
+        if not refusal:
+            arguments = _governed_args(name, server, arguments)
+            if self._guard is not None:
+                refusal = self._guard.refusal(name, server, arguments)
         step_index = args.get("stepIndex")
         call = ToolCall(
             name=name,
-            args=arguments if refusal else _governed_args(name, server, arguments),
+            args=arguments,
             id=_str(args, "callId"),
             server_name=server,
             trajectory_id=_str(args, "trajectoryId"),
@@ -752,6 +679,9 @@ class SessionCore:
                 if _is_tool_action(step.action)
                 else None
             )
+            guard = self._guard
+            if call and guard and guard.refusal(call.name, call.server_name, call.args):
+                call = None  # rejected, like a step the SDK cannot describe
             effects.append(ConfirmTool(step.trajectory_id, step.step_index, call))
         return effects
 
