@@ -338,19 +338,46 @@ argument is allowed (no images; an inline `Script`). Present but unusable still 
 _PATH_LISTS: Final = frozenset({"generate_image"})
 """Tools whose path argument is a list of paths: every element must be inside."""
 
+_NO_URIS: Final = frozenset({"run_command"})
+"""Tools whose path argument is never a `file://` URI: the harness runs a command with
+`Cwd` `file:///ws` in `file:/ws` below its own working directory."""
+
 _ABSENT: Final = object()
 
 _MAX_SYMLINKS: Final = 40
 
+_PROCESS_PATHS: Final = frozenset({"/proc", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr"})
+_PROCESS_PREFIXES: Final = ("/proc/", "/dev/fd/")
+"""Paths naming the state of the process that opens them (`/proc/self`, its cwd, its file
+descriptors): the SDK would resolve them in its own process, the harness in its."""
+
+
+def _process_path(path: str) -> bool:
+    return path in _PROCESS_PATHS or path.startswith(_PROCESS_PREFIXES)
+
+
+def _clean(path: str) -> str:
+    """`path` with `.`, `..` and repeated slashes removed textually, as the harness does
+    before it opens a path (Go's `filepath.Clean`): `..` drops the name before it even
+    when that name is a symlink, so `/ws/docs/../..` is `/` whatever `docs` points to."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+    return "/" + "/".join(parts)
+
 
 def _realpath(path: str) -> str:
-    """Resolve `path` like the kernel would: `..` after symlinks, missing leaves lexically.
+    """Resolve absolute `path` like the kernel would: `..` after symlinks, missing leaves
+    lexically.
 
     Missing components are treated as plain directories (where a write would land);
-    any other lookup failure (loop, permission, too long) raises OSError.
+    any other lookup failure (loop, permission, too long) raises OSError, and so does a
+    symlink under `/proc` or `/dev/fd`, whose target depends on the process following it.
     """
-    if not path.startswith("/"):
-        path = os.getcwd() + "/" + path
     resolved = "/"
     missing: list[str] = []
     pending = path.split("/")
@@ -379,6 +406,8 @@ def _realpath(path: str) -> str:
             links += 1
             if links > _MAX_SYMLINKS:
                 raise OSError(errno.ELOOP, "too many levels of symbolic links", path)
+            if _process_path(candidate):
+                raise OSError(errno.EACCES, "a process-relative link", candidate)
             target = os.readlink(candidate)
             if target.startswith("/"):
                 resolved = "/"
@@ -390,37 +419,53 @@ def _realpath(path: str) -> str:
     return resolved
 
 
-def _target(raw: object) -> str | None:
-    """The resolved location a path argument names, or None when it cannot be known."""
+def _targets(raw: object, uris: bool = True) -> tuple[str, ...] | None:
+    """Where a path argument can take the harness, or None when that cannot be known.
+
+    The harness cleans `..` textually before it opens most paths, but `run_command`
+    changes to `Cwd` as given, where the kernel applies `..` after symlinks: both
+    resolutions are returned when they can differ. A relative path is None: the harness
+    refuses it, except as `Cwd`, which it resolves against its own working directory (not
+    the SDK's). So is a path with a backslash, which the harness reads as a separator, and
+    a URI with a host: the harness opens `file://localhost/x` as the UNC path
+    `\\\\localhost\\x`.
+    """
     if not isinstance(raw, str) or not raw:
         return None
-    if raw[:5].lower() == "file:":
+    if uris and raw[:5].lower() == "file:":
         uri = urlsplit(raw)
-        if uri.netloc not in ("", "localhost") or uri.query or uri.fragment:
+        if uri.netloc or uri.query or uri.fragment:
             return None
         raw = unquote(uri.path)
-        if not raw.startswith("/"):
-            return None
-    if "\x00" in raw:
+    if not raw.startswith("/") or "\x00" in raw or "\\" in raw:
         return None
     try:
-        return _realpath(raw)
+        if ".." not in raw:  # cleaning only drops `.` and `//`, which resolve alike
+            found: tuple[str, ...] = (_realpath(raw),)
+        else:
+            found = (_realpath(_clean(raw)), _realpath(raw))
     except (OSError, ValueError):
         return None
+    return None if any(map(_process_path, found)) else found
 
 
 class _OutsideWorkspaces:
-    """Predicate of `workspace_only`: true (deny) unless the path resolves inside a root.
+    """Predicate of `workspace_only`: true (deny) unless every resolution of the path
+    (`_targets`) lies inside a root.
 
-    A missing argument denies, unless `optional` (the tool's schema does not require it).
+    A missing argument denies, unless `optional` (the tool's schema does not require it);
+    a `file://` URI is decoded only if `uris` (the tool reads it as one).
     """
 
-    __slots__ = ("key", "optional", "roots")
+    __slots__ = ("key", "optional", "roots", "uris")
 
-    def __init__(self, key: str, roots: tuple[str, ...], optional: bool = False) -> None:
+    def __init__(
+        self, key: str, roots: tuple[str, ...], optional: bool = False, uris: bool = True
+    ) -> None:
         self.key = key
         self.roots = roots
         self.optional = optional
+        self.uris = uris
 
     def __call__(self, args: Mapping[str, Any]) -> bool:
         raw = args.get(self.key, _ABSENT)
@@ -429,13 +474,14 @@ class _OutsideWorkspaces:
         return self.outside(raw)
 
     def outside(self, raw: object) -> bool:
-        target = _target(raw)
-        if target is None:
-            return True
+        targets = _targets(raw, self.uris)
+        return targets is None or not all(map(self.inside, targets))
+
+    def inside(self, target: str) -> bool:
         for root in self.roots:
             if target == root or target.startswith(root if root == "/" else root + "/"):
-                return False
-        return True
+                return True
+        return False
 
     def __repr__(self) -> str:
         return f"{self.key} outside {', '.join(self.roots)}"
@@ -461,7 +507,7 @@ class _AnyOutsideWorkspaces(_OutsideWorkspaces):
 
 def _path_guard(tool: str, key: str, roots: tuple[str, ...]) -> _OutsideWorkspaces:
     kind = _AnyOutsideWorkspaces if tool in _PATH_LISTS else _OutsideWorkspaces
-    return kind(key, roots, optional=tool in _OPTIONAL_PATHS)
+    return kind(key, roots, optional=tool in _OPTIONAL_PATHS, uris=tool not in _NO_URIS)
 
 
 def workspace_only(
@@ -470,8 +516,10 @@ def workspace_only(
     """Deny path-taking tools whose target resolves outside every workspace in `paths`.
 
     Workspaces are resolved now (relative ones against the working directory). A
-    target is resolved at call time: `..`, `.` and symlinks followed, `file://` URIs
-    decoded; an unusable or missing path argument is denied. `generate_image`'s
+    target is resolved at call time, twice: with `..` cleaned textually first (as the
+    harness opens it) and with symlinks followed first (as `chdir` does); both must be
+    inside. `file://` URIs are decoded; a relative path, a path under `/proc` or
+    `/dev/fd`, and an unusable or missing path argument are denied. `generate_image`'s
     `ImagePaths` is a list: every element must be inside. It and `run_workflow`'s
     `ScriptPath` are optional in their tools' schemas, so leaving them out is allowed.
     """
@@ -483,9 +531,14 @@ def workspace_only(
         if not isinstance(raw, str) or not raw:
             raise PolicyError(f"workspace_only: invalid workspace path {path!r}")
         try:
-            roots.append(_realpath(raw))
+            root = _realpath(raw if raw.startswith("/") else os.getcwd() + "/" + raw)
         except (OSError, ValueError) as exc:
             raise PolicyError(f"workspace_only: cannot resolve workspace {raw!r}: {exc}") from exc
+        if _process_path(root):
+            raise PolicyError(
+                f"workspace_only: workspace {raw!r} is process state ({root}), not files"
+            )
+        roots.append(root)
     if not roots:
         raise PolicyError("workspace_only needs at least one workspace path")
     shown = ", ".join(roots)
@@ -500,7 +553,7 @@ def workspace_only(
             + (
                 f"a path in {key} is outside it, or {key} is not a list of usable paths."
                 if tool in _PATH_LISTS
-                else f"{key} is outside it or not a usable path."
+                else f"{key} is outside it or not a usable absolute path."
             ),
         )
         for tool, key in _PATH_ARGUMENTS.items()

@@ -1,11 +1,20 @@
-"""workspace_only: resolution rules, and fuzzing against the kernel's view of real trees."""
+"""workspace_only: resolution rules, and fuzzing against the kernel's view of real trees.
+
+The oracle resolves each path twice with the stdlib: `..` cleaned textually first (how the
+harness opens a path) and symlinks followed first (how `chdir` resolves `Cwd`); a path is
+inside only when both are.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import posixpath
 import random
+import tempfile
 from pathlib import Path
+from typing import TypeAlias
 from urllib.parse import quote
 
 import pytest
@@ -13,23 +22,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from antigravity_sdk import PolicyError, ToolCall, policy
-from antigravity_sdk.policy import _OPTIONAL_PATHS, _PATH_ARGUMENTS, _PATH_LISTS, PolicyEnforcer
+from antigravity_sdk.policy import (
+    _NO_URIS,
+    _OPTIONAL_PATHS,
+    _PATH_ARGUMENTS,
+    _PATH_LISTS,
+    PolicyEnforcer,
+)
 
 COMPONENTS = (
     "ws", "ws-evil", "wsx", "outside", "sub", "file.txt", "new",
-    "link_in", "link_out", "link_up", "link_back", "link_abs", "dangling_out",
+    "link_in", "link_out", "link_up", "link_back", "link_abs", "dangling_out", "deep",
     "..", ".", "",
 )  # fmt: skip
 
 
 def make_tree(base: Path) -> Path:
-    """base/{ws, ws-evil, wsx, outside} with symlinks pointing in, out, up and back."""
+    """base/{ws, ws-evil, wsx, outside} with symlinks pointing in, out, up, back and deeper."""
     ws = base / "ws"
-    for d in (ws / "sub", base / "ws-evil", base / "wsx", base / "outside" / "sub"):
+    for d in (ws / "sub" / "inner", base / "ws-evil", base / "wsx", base / "outside" / "sub"):
         d.mkdir(parents=True)
     (ws / "file.txt").write_text("x")
     (base / "outside" / "secret").write_text("s")
     (ws / "link_in").symlink_to("sub")
+    (ws / "deep").symlink_to("sub/inner")  # deep/../.. is base textually, ws for the kernel
     (ws / "sub" / "link_up").symlink_to("../..")  # -> base: outside
     (ws / "link_out").symlink_to(base / "outside")
     (ws / "dangling_out").symlink_to(base / "outside" / "new_file")
@@ -39,10 +55,18 @@ def make_tree(base: Path) -> Path:
     return ws
 
 
+def resolutions(path: str) -> tuple[str, str]:
+    """Where the harness opens `path` (`..` cleaned textually, then the kernel resolves the
+    rest) and where the kernel alone takes it; the stdlib resolves missing parts lexically."""
+    cleaned = "/" + posixpath.normpath(path).lstrip("/")  # normpath keeps a leading `//`
+    return os.path.realpath(cleaned), os.path.realpath(path)
+
+
 def expected_inside(path: str, ws: str) -> bool:
-    """The oracle: the stdlib resolves the path (missing parts lexically), then compare."""
-    real = os.path.realpath(path)
-    return real == ws or real.startswith(ws + "/")
+    """The oracle: an absolute path both of whose resolutions are in `ws`."""
+    if not path.startswith("/"):  # relative: the harness's own working directory decides
+        return False
+    return all(real == ws or real.startswith(ws + "/") for real in resolutions(path))
 
 
 def enforcer_for(ws: Path) -> PolicyEnforcer:
@@ -64,7 +88,7 @@ async def check_list(enforcer: PolicyEnforcer, tool: str, value: object) -> bool
 
 
 def generate(base: Path, ws: Path, rnd: random.Random, count: int) -> list[tuple[str, bool]]:
-    """Random paths (absolute, relative to the cwd, file:// URIs) and whether each is inside."""
+    """Random paths (absolute, relative, file:// URIs) and whether each is inside."""
     real_ws = os.path.realpath(ws)
     cases: list[tuple[str, bool]] = []
     while len(cases) < count:
@@ -94,8 +118,10 @@ async def test_fuzz_ten_thousand_paths(tmp_path: Path, monkeypatch: pytest.Monke
     for cwd in (tmp_path, ws, ws / "sub", tmp_path / "outside"):
         monkeypatch.chdir(cwd)
         for value, inside in generate(tmp_path, ws, rnd, 2600):
-            allowed = await check(enforcer, rnd.choice(tools), value)
-            assert allowed == inside, f"{value!r} (cwd {cwd}): expected inside={inside}"
+            tool = rnd.choice(tools)
+            inside = inside and not (tool in _NO_URIS and value.startswith("file:"))
+            allowed = await check(enforcer, tool, value)
+            assert allowed == inside, f"{tool} {value!r} (cwd {cwd}): expected {inside}"
             checked += 1
             inside_count += inside
     assert checked >= 10_000
@@ -118,6 +144,7 @@ async def test_named_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     w = str(ws)
     cases = {
         f"{w}/file.txt": True,
+        f"//{w[1:]}/file.txt": True,
         f"{w}/new/dir/file": True,  # missing leaves resolve through the nearest parent
         f"{w}/../ws/./sub//x": True,
         f"{w}/link_in/x": True,
@@ -129,9 +156,22 @@ async def test_named_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         f"{w}/link_in/link_up/outside": False,
         f"{w}/dangling_out": False,  # writing through it would create a file outside
         f"{w}/new/../../outside": False,
+        # `..` after a symlink: the harness cleans it textually, the kernel follows first.
+        f"{w}/deep/../../outside/secret": False,  # textually base/outside
+        f"{w}/deep/..": True,  # ws textually, ws/sub for the kernel
+        f"{w}/deep/../sub/x": True,
+        f"{w}/deep/../link_out/secret": False,  # the harness opens ws/link_out/secret
+        f"{w}/link_in/../../outside": False,
+        f"//{w[1:]}/deep/../../outside": False,
+        f"file://{quote(w)}/deep/../../outside/secret": False,
+        f"file://{quote(w)}/deep/%2e%2e/%2E%2E/outside/secret": False,
+        # The harness reads a backslash as a separator.
+        f"{w}/sub\\..\\..\\outside": False,
+        f"{w}/sub\\x": False,
+        f"file://{quote(w)}/sub%5C..%5C..%5Coutside": False,
         f"{tmp_path}/outside/link_back/x": True,
         f"file://{quote(w)}/file.txt": True,
-        f"file://localhost{quote(w)}/sub": True,
+        f"file://localhost{quote(w)}/sub": False,  # the harness opens \\localhost\...
         f"file://{quote(w)}/%2e%2e/outside": False,
         f"file://evil.host{quote(w)}/x": False,
         "": False,
@@ -141,11 +181,14 @@ async def test_named_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         assert await check(enforcer, "view_file", value) is expected, value
     for bad in (None, 42, ["x"], b"/ws"):
         assert not await check(enforcer, "write_to_file", bad)
-    monkeypatch.chdir(ws)
-    assert await check(enforcer, "run_command", "sub")
-    assert not await check(enforcer, "run_command", "../outside")
-    monkeypatch.chdir(tmp_path / "outside")
-    assert not await check(enforcer, "list_dir", ".")
+    # run_command runs in a relative `file:/...` below its own directory for a URI Cwd.
+    assert await check(enforcer, "view_file", f"file://{quote(w)}/sub")
+    assert not await check(enforcer, "run_command", f"file://{quote(w)}/sub")
+    assert await check(enforcer, "run_command", f"{w}/sub")
+    monkeypatch.chdir(ws)  # relative paths are denied even where they would be inside
+    for relative in ("sub", ".", "./file.txt", "file.txt", "../outside", "~/x", "file:sub"):
+        for tool in ("run_command", "view_file", "list_dir"):
+            assert not await check(enforcer, tool, relative), (tool, relative)
 
 
 async def test_symlink_loops_and_unreadable_paths_are_denied(tmp_path: Path) -> None:
@@ -164,6 +207,126 @@ async def test_symlink_loops_and_unreadable_paths_are_denied(tmp_path: Path) -> 
             assert not await check(enforcer, "view_file", f"{locked}/inner/x")
         finally:
             locked.chmod(0o755)
+
+
+async def test_process_paths_are_outside_even_under_a_root_workspace(tmp_path: Path) -> None:
+    # /proc/self, its cwd and fds are the harness's own there, not what the SDK would see.
+    ws = make_tree(tmp_path)
+    (ws / "to_proc").symlink_to("/proc")
+    (ws / "to_cwd").symlink_to("/proc/self/cwd")
+    (ws / "to_stdin").symlink_to("/dev/stdin")
+    everything = policy.enforce(policy.workspace_only(["/"]))
+    for path in (
+        "/proc",
+        "/proc/self/environ",
+        "/proc/cpuinfo",
+        "/proc/self/cwd/file.txt",
+        f"/proc/self/root{ws}/file.txt",
+        "/tmp/../proc/self/environ",
+        "//proc/self/environ",
+        "file:///proc/self/environ",
+        "/dev/fd",
+        "/dev/fd/0",
+        "/dev/stdin",
+        "/dev/stdout",
+        "/dev/stderr",
+        f"{ws}/to_proc/self/environ",
+        f"{ws}/to_cwd/file.txt",
+        f"{ws}/to_stdin",
+    ):
+        assert not await check(everything, "view_file", path), path
+    assert await check(everything, "view_file", f"{ws}/file.txt")
+    assert await check(everything, "view_file", "/dev/null")
+    assert not await check(enforcer_for(ws), "view_file", f"{ws}/to_cwd/file.txt")
+
+
+@pytest.mark.parametrize("root", ["/proc/sys", "/proc", "/dev/fd", "/proc/self/cwd"])
+def test_a_workspace_under_proc_is_refused(root: str) -> None:
+    with pytest.raises(PolicyError, match=root):
+        policy.workspace_only([root])
+
+
+# A generated tree: base/{ws,out}/a/b, files ws/a/f and out/f, and symlinks l0..l2 in any of
+# DIRS whose targets (relative, or absolute under base) are made of LINK_PARTS: links
+# inside -> inside, inside -> outside, outside -> inside, chains of links and loops. A path
+# mostly goes through one of those links and back up with `..` (where the two resolutions
+# differ), then on through PATH_PARTS.
+DIRS = ("", "ws", "ws/a", "ws/a/b", "out", "out/a")
+LINKS = ("l0", "l1", "l2")
+LINK_PARTS = ("..", ".", "a", "b", "ws", "out", "f", *LINKS)
+PATH_PARTS = ("ws", "out", "a", "b", "f", "new", "..", ".", "", *LINKS)
+
+LinkSpec: TypeAlias = tuple[str, str, bool, list[str]]
+link_specs = st.lists(
+    st.tuples(
+        st.sampled_from(DIRS),
+        st.sampled_from(LINKS),
+        st.booleans(),
+        st.lists(st.sampled_from(LINK_PARTS), min_size=1, max_size=4),
+    ),
+    max_size=6,
+)
+PathSpec: TypeAlias = tuple[str, str, int, int, list[str]]
+path_specs = st.lists(
+    st.tuples(
+        st.sampled_from(sorted(set(_PATH_ARGUMENTS) - _PATH_LISTS)),
+        st.sampled_from(("/", "//", "/./")),
+        st.integers(0, 7),  # through links[i]; past the end: from ws or base, no link
+        st.integers(0, 3),  # then this many `..`
+        st.lists(st.sampled_from(PATH_PARTS), max_size=5),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def spell(links: list[LinkSpec], spec: PathSpec) -> str:
+    """The path `spec` names below base (to be prefixed with it)."""
+    _, slashes, through, ups, rest = spec
+    start = [*links[through][:2]] if through < len(links) else ["ws" if through % 2 else ""]
+    return slashes + "/".join([*start, *[".."] * ups, *rest])
+
+
+def build(base: str, links: list[LinkSpec]) -> bool:
+    """Build the tree under `base`; True when some link loops (no kernel resolution)."""
+    for d in ("ws/a/b", "out/a/b"):
+        os.makedirs(f"{base}/{d}")
+    for f in ("ws/a/f", "out/f"):
+        Path(f"{base}/{f}").write_text("x")
+    made = []
+    for where, name, absolute, parts in links:
+        link = f"{base}/{where}/{name}"
+        if not os.path.lexists(link):
+            os.symlink((base + "/" if absolute else "") + "/".join(parts), link)
+            made.append(link)
+    loops = False
+    for link in made:
+        try:
+            os.stat(link)
+        except OSError as exc:
+            loops |= exc.errno == errno.ELOOP
+    return loops
+
+
+@settings(max_examples=400, deadline=None)
+@given(link_specs, path_specs)
+def test_hypothesis_generated_trees_with_symlinks(
+    links: list[LinkSpec], paths: list[PathSpec]
+) -> None:
+    """Allowed implies both resolutions inside; both inside implies allowed (no loops)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = os.path.realpath(tmp)
+        loops = build(base, links)
+        ws = f"{base}/ws"
+        enforcer = policy.enforce(policy.workspace_only([ws]))
+        for spec in paths:
+            path = base + spell(links, spec)
+            allowed = asyncio.run(check(enforcer, spec[0], path))
+            inside = expected_inside(path, ws)
+            if allowed:
+                assert inside, f"{path} allowed, but resolves to {resolutions(path)}"
+            elif not loops:
+                assert not inside, f"{path} denied, but resolves to {resolutions(path)}"
 
 
 def test_workspaces_resolved_once_at_construction(tmp_path: Path) -> None:
