@@ -318,29 +318,15 @@ def confirm_run_command(handler: AskHandler | None = None) -> list[Policy]:
 
 # -- workspace_only ----------------------------------------------------------------------
 
+# From the tool catalogue: which argument of each built-in tool names a file-system
+# location, whether it may be left out (no images; an inline `Script`), whether it is a
+# list (every element must be inside), and whether it can be a `file://` URI.
 _PATH_ARGUMENTS: Final[Mapping[str, str]] = {
-    "view_file": "AbsolutePath",
-    "write_to_file": "TargetFile",
-    "replace_file_content": "TargetFile",
-    "run_command": "Cwd",
-    "list_dir": "DirectoryPath",
-    "grep_search": "SearchPath",
-    "find_by_name": "SearchDirectory",
-    "generate_image": "ImagePaths",
-    "run_workflow": "ScriptPath",
+    name: spec.paths[0] for name, spec in TOOLS.items() if spec.paths
 }
-"""The path argument of each built-in tool that touches the file system (PROTOCOL.md)."""
-
-_OPTIONAL_PATHS: Final = frozenset({"generate_image", "run_workflow"})
-"""Tools whose path argument is optional in their schema (all_tools.json): an absent
-argument is allowed (no images; an inline `Script`). Present but unusable still denies."""
-
-_PATH_LISTS: Final = frozenset({"generate_image"})
-"""Tools whose path argument is a list of paths: every element must be inside."""
-
-_NO_URIS: Final = frozenset({"run_command"})
-"""Tools whose path argument is never a `file://` URI: the harness runs a command with
-`Cwd` `file:///ws` in `file:/ws` below its own working directory."""
+_OPTIONAL_PATHS: Final = frozenset(name for name, spec in TOOLS.items() if spec.path_optional)
+_PATH_LISTS: Final = frozenset(name for name, spec in TOOLS.items() if spec.path_list)
+_NO_URIS: Final = frozenset(name for name, spec in TOOLS.items() if spec.paths and not spec.uris)
 
 _ABSENT: Final = object()
 

@@ -124,10 +124,17 @@ class ErrorRecoveryHook(Hook):
 
 
 class DenyDangerousHook(Hook):
-    """Decide: refuse `rm -rf` (what a policy from antigravity_sdk.policy would do)."""
+    """Decide: refuse `rm -rf` (what a policy from antigravity_sdk.policy would do).
+
+    The harness's own argument key is `CommandLine` (hooks always get it in that
+    spelling); a missing or non-string command is refused too, never waved through.
+    """
 
     async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
-        if tool_call.name == "run_command" and "rm -rf" in str(tool_call.args.get("command")):
+        if tool_call.name != "run_command" or tool_call.server_name:
+            return HookResult.allowed()
+        command = tool_call.args.get("CommandLine")
+        if not isinstance(command, str) or "rm -rf" in command:
             return HookResult.denied("destructive commands are not allowed")
         return HookResult.allowed()
 
@@ -170,13 +177,14 @@ async def main() -> int:
     await runner.dispatch_session_start()
     script = [
         ("List the repo and remove the build dir", [
-            (ToolCall(name="list_dir", args={"path": "."}, id="t1-1"), None),
-            (ToolCall(name="run_command", args={"command": "rm -rf build"}, id="t1-2"), None),
+            (ToolCall(name="list_dir", args={"DirectoryPath": "/repo"}, id="t1-1"), None),
+            (ToolCall(name="run_command", args={"CommandLine": "rm -rf build"}, id="t1-2"),
+             None),
         ]),
         ("Summarise the docs page", [
-            (ToolCall(name="read_url_content", args={"url": "https://example.com"}, id="t2-1"),
+            (ToolCall(name="read_url_content", args={"Url": "https://example.com"}, id="t2-1"),
              "HTTP 503 from example.com"),
-            (ToolCall(name="view_file", args={"path": "missing.txt"}, id="t2-2"),
+            (ToolCall(name="view_file", args={"AbsolutePath": "/repo/missing.txt"}, id="t2-2"),
              "file not found: missing.txt"),
         ]),
         ("One more turn, please", []),

@@ -63,6 +63,9 @@ class ToolSpec:
     """The path argument is a list of paths."""
     path_optional: bool = False
     """The path argument may be left out (the schema does not require it)."""
+    uris: bool = True
+    """The path argument may be a `file://` URI (a `run_command` `Cwd` given as one runs
+    in a directory named `file:` below the harness's working directory)."""
     action: str = ""
     """The step action field the harness reports it with (camelCase), if any."""
     action_args: Mapping[str, str] = field(default_factory=dict)
@@ -88,6 +91,7 @@ TOOLS: Final[Mapping[str, ToolSpec]] = {
                 "NotificationTimeoutSeconds",
             ),
             paths=("Cwd",),
+            uris=False,
             action="runCommand",
             action_args={"commandLine": "CommandLine", "workingDir": "Cwd"},
         ),

@@ -1,0 +1,228 @@
+"""The tool catalogue, the SDK's own PRE_TOOL refusals, and what build()/enforce() refuse."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from antigravity_sdk import (
+    Agent,
+    BuiltinTool,
+    CapabilitiesConfig,
+    ConfigurationError,
+    PolicyError,
+    ToolCall,
+    policy,
+)
+from antigravity_sdk.agent import default_policies
+from antigravity_sdk.harness import protocol
+from antigravity_sdk.harness.catalog import (
+    CAPABILITY_SWITCHES,
+    INTERNAL_NAMES,
+    TOOLS,
+    Governance,
+    ToolGuard,
+    tools_enabled_by,
+)
+from antigravity_sdk.testing import ScriptedModel
+
+# -- the table ------------------------------------------------------------------------------
+
+
+def test_every_capability_has_a_switch_and_tools() -> None:
+    assert set(CAPABILITY_SWITCHES) == set(BuiltinTool)
+    for capability in BuiltinTool:
+        assert tools_enabled_by(frozenset({capability})), capability
+    # The primary tool of each capability carries the capability's own name.
+    assert {c.value for c in BuiltinTool} <= set(TOOLS)
+
+
+def test_internal_names_are_unique_and_map_to_tools() -> None:
+    internals = [name for spec in TOOLS.values() for name in spec.internal]
+    assert len(internals) == len(set(internals))
+    assert not set(internals) & set(TOOLS)
+    assert all(INTERNAL_NAMES[name] in TOOLS for name in internals)
+
+
+def test_path_arguments_are_arguments() -> None:
+    for spec in TOOLS.values():
+        assert set(spec.paths) <= set(spec.args), spec.name
+        assert set(spec.action_args.values()) <= set(spec.args), spec.name
+
+
+def test_never_asked_tools_are_exactly_the_measured_ones() -> None:
+    by_governance = {
+        g: sorted(n for n, s in TOOLS.items() if s.governance is g) for g in Governance
+    }
+    assert by_governance[Governance.NEVER_ASKED] == ["manage_task", "schedule"]
+    assert by_governance[Governance.CONTAINED] == [
+        "define_subagent",
+        "manage_subagents",
+        "send_message",
+    ]
+
+
+def test_reserved_names_cover_tools_and_internal_names() -> None:
+    assert set(TOOLS) | set(INTERNAL_NAMES) <= protocol.RESERVED_TOOL_NAMES
+
+
+# -- the guard ------------------------------------------------------------------------------
+
+GUARD = ToolGuard(
+    enabled=frozenset({"view_file", "invoke_subagent", "lookup"}), mcp_servers=frozenset({"db"})
+)
+
+
+def test_guard_refuses_what_the_configuration_did_not_enable() -> None:
+    assert GUARD.refusal("view_file", None, {}) == ""
+    assert GUARD.refusal("lookup", None, {}) == ""
+    assert "run_command is not enabled" in GUARD.refusal("run_command", None, {})
+    assert GUARD.refusal("drop_table", "db", {}) == ""
+    assert "'other' is not configured" in GUARD.refusal("x", "other", {})
+
+
+type_names = st.sampled_from(["research", "Research", "w", "", "research ", "RESEARCH"])
+entries = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["TypeName", "typename", "TYPENAME", "Prompt", "Role"]),
+        st.one_of(type_names, st.integers(), st.none()),
+        max_size=4,
+    ),
+    st.sampled_from([None, "research", 3, ["research"]]),
+)
+
+
+@given(st.one_of(st.lists(entries, max_size=4), st.sampled_from([None, "research", {}, 0])))
+def test_invoke_subagent_is_allowed_only_for_research_entries(subagents: Any) -> None:
+    refusal = GUARD.refusal("invoke_subagent", None, {"Subagents": subagents})
+    governed = (
+        isinstance(subagents, list)
+        and bool(subagents)
+        and all(
+            isinstance(e, dict)
+            and [v for k, v in e.items() if k.casefold() == "typename"] == ["research"]
+            for e in subagents
+        )
+    )
+    assert (refusal == "") is governed
+    opted_in = ToolGuard(enabled=GUARD.enabled, any_subagent=True)
+    assert opted_in.refusal("invoke_subagent", None, {"Subagents": subagents}) == ""
+
+
+def _pre_tool(name: str, args: str, server: str = "") -> dict[str, Any]:
+    request = {"toolName": name, "argumentsJson": args, "callId": "c1"}
+    if server:
+        request["serverName"] = server
+    return {
+        "callHookRequest": {
+            "requestId": "r1",
+            "type": "LIFECYCLE_HOOK_PRE_TOOL",
+            "preToolArgs": request,
+        }
+    }
+
+
+def test_core_refuses_before_any_hook() -> None:
+    core = protocol.SessionCore(frozenset({"lookup"}), GUARD)
+    (call,) = core.receive(_pre_tool("run_command", '{"CommandLine": "rm -rf /"}'))
+    assert isinstance(call, protocol.HookCall) and "not enabled" in call.refusal
+    (call,) = core.receive(_pre_tool("invoke_subagent", '{"subagents": [{"typename": "w"}]}'))
+    assert isinstance(call, protocol.HookCall) and "subagent type 'w'" in call.refusal
+    (call,) = core.receive(_pre_tool("view_file", '{"AbsolutePath": "/ws/a"}'))
+    assert isinstance(call, protocol.HookCall) and call.refusal == ""
+    # An internal name is translated first: create_file is write_to_file, which is off.
+    (call,) = core.receive(_pre_tool("create_file", '{"TargetFile": "/ws/a"}'))
+    assert isinstance(call, protocol.HookCall) and "write_to_file is not enabled" in call.refusal
+
+
+# -- enforce() refuses rules that could never match ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "message"),
+    [
+        ("create_file", "internal name.*'write_to_file'"),
+        ("list_directory", "internal name.*'list_dir'"),
+        ("run_comand", "did you mean 'run_command'"),
+        ("RUN_COMMAND", "did you mean 'run_command'"),
+        ("frobnicate", "no tool is called 'frobnicate'"),
+        ("schedule", "never asks.*BuiltinTool.SCHEDULE"),
+        ("send_message", "never asks"),
+    ],
+)
+def test_enforce_refuses_rules_that_could_never_match(tool: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        policy.enforce([policy.allow_all(), policy.deny(tool, name="r")])
+
+
+def test_enforce_knows_host_tools_it_is_given() -> None:
+    policy.enforce([policy.deny("lookup")], tools=["lookup"])
+    with pytest.raises(PolicyError, match="did you mean 'lookup'"):
+        policy.enforce([policy.deny("lokup")], tools=["lookup"])
+    with pytest.raises(PolicyError, match="list of tool names"):
+        policy.enforce([], tools="lookup")
+
+
+def test_patterns_other_than_bare_names_are_not_checked_against_the_catalogue() -> None:
+    policy.enforce([policy.deny("*"), policy.deny_mcp("db"), policy.deny("db/anything")], ["db"])
+
+
+# -- build() --------------------------------------------------------------------------------
+
+
+def _builder(**capabilities: Any) -> Any:
+    return Agent.builder().model(ScriptedModel()).capabilities(CapabilitiesConfig(**capabilities))
+
+
+@pytest.mark.parametrize("tool", [BuiltinTool.MANAGE_TASK, BuiltinTool.SCHEDULE])
+def test_build_refuses_never_asked_tools_without_the_opt_in(tool: BuiltinTool) -> None:
+    with pytest.raises(ConfigurationError, match=rf"\['{tool.value}'\].*allow_ungoverned"):
+        _builder(enabled_tools=frozenset({BuiltinTool.RUN_COMMAND, tool})).build()
+
+
+def test_the_opt_in_builds_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "antigravity_sdk.agent")
+    enabled = frozenset({BuiltinTool.RUN_COMMAND, BuiltinTool.MANAGE_TASK})
+    _builder(enabled_tools=enabled).allow_ungoverned("manage_task").build()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "manage_task" in warnings[0]
+
+
+def test_unknown_ungoverned_routes_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="unknown route"):
+        Agent.builder().allow_ungoverned("run_command")
+
+
+def test_enabling_run_workflow_warns(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "antigravity_sdk.agent")
+    _builder(enabled_tools=frozenset({BuiltinTool.RUN_WORKFLOW})).build()
+    assert any("run_workflow" in r.getMessage() for r in caplog.records)
+
+
+def test_host_tools_are_known_to_the_agents_policies() -> None:
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return order_id
+
+    Agent.builder().tool(lookup).policy(policy.deny("lookup")).build()
+    with pytest.raises(PolicyError, match="did you mean 'lookup'"):
+        Agent.builder().tool(lookup).policy(policy.deny("look_up")).build()
+
+
+async def test_default_policies(tmp_path: Path) -> None:
+    enforcer = policy.enforce(default_policies([tmp_path]))
+
+    async def allowed(name: str, **args: Any) -> bool:
+        return (await enforcer.pre_tool_call(ToolCall(name=name, args=args))).allow
+
+    assert not await allowed("run_command", CommandLine="ls", Cwd=str(tmp_path))
+    assert not await allowed("run_workflow", Script="print(1)")
+    assert not await allowed("view_file", AbsolutePath="/etc/hostname")
+    assert await allowed("view_file", AbsolutePath=str(tmp_path / "a"))
+    no_workspace = policy.enforce(default_policies())
+    assert (await no_workspace.pre_tool_call(ToolCall(name="view_file", args={}))).allow
