@@ -42,6 +42,11 @@ def rule_specs(n: int) -> list[tuple[str, str, bool]]:
     return [*specs, ("guarded", "allow", True), ("*", "allow", False)]
 
 
+def host_tools(specs: list[tuple[str, str, bool]]) -> list[str]:
+    """The made-up tool names stand for host-side tools, which `enforce()` must be told."""
+    return [tool for tool, _, _ in specs if tool != "*"]
+
+
 def ours(specs: list[tuple[str, str, bool]]) -> list[policy.Policy]:
     make = {"allow": policy.allow, "deny": policy.deny}
     return [make[d](t, when=in_workspace if p else None) for t, d, p in specs]  # type: ignore[operator]
@@ -92,7 +97,8 @@ async def main(sizes: tuple[int, ...]) -> None:
     for n in sizes:
         specs = rule_specs(n)
         built = ours(specs)
-        enforcer = policy.enforce(built)
+        names = host_tools(specs)
+        enforcer = policy.enforce(built, tools=names)
         ref_hook = None
         if ref:
             ag_policy = ref[0]
@@ -112,7 +118,9 @@ async def main(sizes: tuple[int, ...]) -> None:
                 theirs = await per_call_us(ref_decide, ag_call)
                 row += f" | {theirs:>11.2f} | {theirs / mine:>6.0f}x"
             print(row, flush=True)
-        ours_enforce = enforce_us_per_rule(lambda built=built: policy.enforce(built), n)
+        ours_enforce = enforce_us_per_rule(
+            lambda built=built, names=names: policy.enforce(built, tools=names), n
+        )
         theirs_enforce = None
         if ref:
             theirs_enforce = enforce_us_per_rule(lambda rules=ref_rules: ref[0].enforce(rules), n)

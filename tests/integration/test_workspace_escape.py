@@ -24,7 +24,10 @@ from antigravity_sdk.types import BuiltinTool, CapabilitiesConfig
 
 from .conftest import AgentFactory, Workspace, tool_messages
 
-ALL_TOOLS = CapabilitiesConfig(enabled_tools=frozenset(BuiltinTool))
+# Every tool the harness asks about (the never-asked ones need an opt-in, and take no path).
+ALL_TOOLS = CapabilitiesConfig(
+    enabled_tools=frozenset(BuiltinTool) - {BuiltinTool.MANAGE_TASK, BuiltinTool.SCHEDULE}
+)
 
 
 @dataclass
