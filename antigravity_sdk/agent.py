@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "AgentBuilder"]
 
 logger = logging.getLogger("antigravity_sdk.agent")
+_trigger_logger = logging.getLogger("antigravity_sdk.triggers")
 
 _SESSION_END_TIMEOUT = 2.0
 _SESSION_HOOKS_TIMEOUT = 10.0  # on_session_start / on_session_end hooks, all together
@@ -245,7 +246,10 @@ class AgentBuilder:
         return self
 
     def hook_timeout(self, seconds: float | None) -> AgentBuilder:
-        """Bound each hook call; a hook that exceeds it counts as failing (fail-closed)."""
+        """Bound each hook call; a hook that exceeds it counts as failing (fail-closed).
+        Policy predicates get the same bound (see `policy.enforce`)."""
+        if seconds is not None and not policy_mod._is_duration(seconds):
+            raise ValueError(f"hook_timeout must be a positive, finite number, got {seconds!r}")
         self._s.hook_timeout = seconds
         return self
 
@@ -270,8 +274,10 @@ class AgentBuilder:
                 "hooks and policies could not tell the two apart"
             )
         policies = s.policies or default_policies(s.workspaces)
+        # The enforcer bounds its own predicates by the hook timeout: a blocking sync
+        # predicate would otherwise stall the event loop, so the hook bound never fires.
         enforcer = policy_mod.enforce(
-            policies, mcp_servers=s.mcp_servers or None, tools=tools.tools
+            policies, mcp_servers=s.mcp_servers or None, tools=tools.tools, timeout=s.hook_timeout
         )
         return Agent(s, enforcer, tools)
 
@@ -555,6 +561,7 @@ class Agent:
 
     async def chat(self, prompt: str) -> ChatResponse:
         """Run one turn; raises TurnDeniedError when a pre_turn hook denies it."""
+        _check_prompt(prompt)
         turn = self._turn(prompt, streaming=False)
         async with self._turn_lock, contextlib.aclosing(turn):
             async for item in turn:
@@ -562,13 +569,20 @@ class Agent:
                     return self._finish(item)
         raise AssertionError("unreachable: a turn always ends with TurnEnded")
 
-    async def stream(self, prompt: str) -> AsyncIterator[StreamChunk]:
-        """Run one turn, yielding text, thought and tool-call chunks as they arrive."""
+    async def stream(self, prompt: str, *, subagents: bool = False) -> AsyncIterator[StreamChunk]:
+        """Run one turn, yielding text, thought and tool-call chunks as they arrive.
+
+        Only the agent's own chunks (its trajectory is the conversation's), unless
+        `subagents`: then subagents' chunks too, told apart by `chunk.trajectory_id`.
+        """
+        _check_prompt(prompt)
         turn = self._turn(prompt, streaming=True)
         async with self._turn_lock, contextlib.aclosing(turn):
             async for item in turn:
                 if isinstance(item, p.Chunk):
-                    yield item.chunk
+                    chunk = item.chunk
+                    if subagents or chunk.trajectory_id == self.conversation_id:
+                        yield chunk
                 elif isinstance(item, TurnEnded):
                     self._finish(item)
 
@@ -640,7 +654,16 @@ class Agent:
         return ended.response
 
     async def _trigger_send(self, text: str) -> None:
-        await self.chat(text)
+        """A trigger's message as a turn. A denied or failed turn is logged and the trigger
+        goes on: a rate limit or one bad turn must not silence it for good. A dead
+        session still raises (and ends the trigger): every later turn would fail too."""
+        try:
+            await self.chat(text)
+        except (AntigravityError, TimeoutError) as exc:
+            if self._failure is not None:
+                raise
+            what = "was denied" if isinstance(exc, TurnDeniedError) else "failed"
+            _trigger_logger.warning("a trigger's turn %s: %s", what, exc)
 
     # -- the reader and what it starts --------------------------------------------------
 
@@ -749,6 +772,20 @@ class Agent:
         if event == "on_compaction":
             return await runner.dispatch_on_compaction(call.arg)
         return None
+
+
+def _check_prompt(prompt: object) -> None:
+    """Before anything is sent: the harness silently drops a frame whose text is not a
+    string, or not valid Unicode, and the turn would then wait for its whole timeout."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"the prompt must be a str, got {type(prompt).__name__}")
+    if not prompt.isascii():
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate
+            raise ValueError(
+                f"the prompt is not valid Unicode ({exc.reason} at index {exc.start})"
+            ) from None
 
 
 def _failure_reason(exc: BaseException) -> str:

@@ -33,7 +33,7 @@ def _load_enforcer(path: str) -> PolicyEnforcer | None:
     try:
         loaded = policy._read_file(path)
         return policy.enforce(loaded.policies, loaded.mcp_servers)
-    except (PolicyError, OSError) as exc:
+    except PolicyError as exc:  # reading, parsing and validating all raise it
         print(f"error: {exc}", file=sys.stderr)
         return None
 

@@ -4,6 +4,11 @@
 Without a terminal nobody can answer, so it denies rather than wait forever. The
 prompt runs in a worker thread so the event loop (and the harness connection) keeps
 running while the user thinks.
+
+The model chooses every character shown, so the display is built to be read, not
+rendered: nothing is cut (the dangerous part of a command can be its tail), long lines
+are wrapped under a visible prefix, and anything that could move the cursor, repaint
+the prompt or change how the rest looks is shown as an escape instead.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
 import sys
 import threading
 import unicodedata
@@ -22,37 +28,82 @@ __all__ = ["confirm_in_terminal"]
 
 logger = logging.getLogger("antigravity_sdk.policy")
 
-_MAX_SHOWN: Final = 2000
 _prompt_lock = threading.Lock()  # one question on the terminal at a time
+
+_ESCAPED: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+"""Categories shown as escapes: control (ANSI escapes, CR, backspace), format (bidi
+overrides, zero-width), surrogates, private use, unassigned, line/paragraph separators,
+and every space but U+0020 (a no-break space would hide a word boundary)."""
+_MAX_MARKS: Final = 2
+"""Combining marks kept on one base character (Vietnamese needs two); more are escaped,
+because stacked marks ("zalgo") paint over the lines around them."""
+_NAMED: Final = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_MIN_WIDTH: Final = 20
+
+
+def _escape(char: str) -> str:
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _printable(text: str) -> str:
-    """Escape control and format characters: model-chosen text must not drive the terminal."""
+    """`text` on one line, every character that could drive the terminal escaped."""
     out = []
+    marks = 0
     for char in text:
-        if char in "\n\t" or unicodedata.category(char) not in ("Cc", "Cf"):
+        if char == " ":
+            marks = 0
             out.append(char)
+            continue
+        category = unicodedata.category(char)
+        if category in _ESCAPED:
+            marks = 0
+            out.append(_escape(char))
+        elif category[0] == "M":
+            marks += 1
+            out.append(char if marks <= _MAX_MARKS else _escape(char))
         else:
-            out.append(f"\\u{ord(char):04x}")
-    shown = "".join(out)
-    if len(shown) > _MAX_SHOWN:
-        shown = shown[:_MAX_SHOWN] + f"... ({len(shown) - _MAX_SHOWN} more characters)"
-    return shown
+            marks = 0
+            out.append(char)
+    return "".join(out)
 
 
-def _describe(call: ToolCall) -> str:
+def _rows(lines: list[str], first: str, then: str, width: int) -> list[str]:
+    """Each line escaped and wrapped at `width`, behind a gutter: `first` marks the first
+    line, `then` the others, and a blank gutter a wrapped row; content never starts a row."""
+    step = max(_MIN_WIDTH, width - 6)
+    rows = []
+    for n, line in enumerate(lines):
+        shown = _printable(line)
+        rows.append(f"    {first if n == 0 else then} {shown[:step]}")
+        rows.extend(f"      {shown[i : i + step]}" for i in range(step, len(shown), step))
+    return rows
+
+
+def _describe(call: ToolCall, width: int = 80) -> str:
+    """The call as the prompt shows it: a shell command line by line, else its arguments."""
     args = dict(call.args)
     if call.name == "run_command" and not call.server_name and "CommandLine" in args:
         command = str(args.pop("CommandLine"))
-        where = f" (in {args['Cwd']})" if "Cwd" in args else ""
-        return f"run_command{_printable(where)}:\n    $ {_printable(command)}"
+        where = f" (in {_printable(str(args['Cwd']))})" if "Cwd" in args else ""
+        lines = command.split("\n")
+        rows = _rows(lines, "$", ">", width)
+        size = ""
+        if len(rows) > 1:  # say how much there is to read before answering
+            size = f", a command of {len(command)} characters on {len(lines)} line(s)"
+        return f"run_command{where}{size}:\n" + "\n".join(rows)
     body = json.dumps(args, indent=2, default=str, ensure_ascii=False)
-    return f"{_printable(call.qualified_name)} with arguments:\n{_printable(body)}"
+    rows = _rows(body.split("\n"), "|", "|", width)
+    return f"{_printable(call.qualified_name)} with arguments:\n" + "\n".join(rows)
 
 
 def _prompt(call: ToolCall) -> bool:
+    width = shutil.get_terminal_size().columns
     with _prompt_lock:
-        sys.stderr.write(f"\nThe agent wants to call {_describe(call)}\nAllow? [y/N] ")
+        sys.stderr.write(f"\nThe agent wants to call {_describe(call, width)}\nAllow? [y/N] ")
         sys.stderr.flush()
         answer = sys.stdin.readline()
     return answer.strip().lower() in ("y", "yes")

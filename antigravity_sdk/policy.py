@@ -27,6 +27,7 @@ import fnmatch
 import gc
 import inspect
 import logging
+import math
 import os
 import re
 import stat
@@ -658,6 +659,16 @@ def _unmatchable(tool: str, host_tools: frozenset[str]) -> str:
     return f"no tool is called {tool!r}: it is not {where}, so the rule could never match{hint}"
 
 
+def _is_duration(value: object) -> bool:
+    """A usable timeout: a positive, finite number of seconds (not a bool, not NaN)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
 def _invalid(index: int, policy: Policy, problem: str) -> PolicyError:
     return PolicyError(f"policy #{index} ({policy.label!r}): {problem}")
 
@@ -722,8 +733,10 @@ class _Rule:
         elif handler is not None:
             raise _invalid(index, policy, "a handler only makes sense on an ASK_USER policy")
         timeout = policy.timeout
-        if timeout is not None and not timeout > 0:
-            raise _invalid(index, policy, f"timeout must be positive, got {timeout!r}")
+        if timeout is not None and not _is_duration(timeout):
+            raise _invalid(
+                index, policy, f"timeout must be a positive, finite number, got {timeout!r}"
+            )
         self.index = index
         self.policy = policy
         self.bucket = scope * 3 + _ORDER[decision]
@@ -755,21 +768,62 @@ class _Rule:
             self._denied = HookResult.denied(message)
         return self._denied
 
-    async def test(self, call: ToolCall) -> bool:
-        """The predicate's verdict; exceptions propagate (the caller applies fail-safe)."""
+    def apply(self, call: ToolCall) -> Any:
+        """Call the predicate (model validation included): its raw return value."""
         fn, kind = self.fn, self.kind
         assert fn is not None
         if kind == _ARGS:
-            value = fn(call.args)
-        elif kind == _CALL:
-            value = fn(call)
-        else:
-            assert self.model is not None
-            value = fn(self.model.model_validate(call.args))
+            return fn(call.args)
+        if kind == _CALL:
+            return fn(call)
+        assert self.model is not None
+        return fn(self.model.model_validate(call.args))
+
+    async def test(self, call: ToolCall, bound: float | None = None) -> bool:
+        """The predicate's verdict; exceptions propagate (the caller applies fail-safe).
+
+        With a `bound` (seconds) the verdict must come within it, else TimeoutError; a
+        sync predicate then runs in a worker thread, so that a blocking one cannot stall
+        the event loop (and with it the deadline). Without one it runs inline: the fast
+        path.
+        """
+        if bound is not None:
+            return await self._bounded(call, bound)
+        value = self.apply(call)
         if self.is_async:
             value = await value
         if value.__class__ is not bool:
             value = await _truth(value)
+        return bool(value)
+
+    async def _bounded(self, call: ToolCall, bound: float) -> bool:
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + bound
+        deadline = asyncio.timeout_at(ends)
+        try:
+            async with deadline:
+                if self.is_async:
+                    value = await self.apply(call)
+                else:
+                    value = await asyncio.to_thread(self.apply, call)
+                if value.__class__ is not bool:
+                    value = await _truth(value)
+        except TimeoutError:
+            if deadline.expired():
+                raise TimeoutError(f"no verdict within {bound}s") from None
+            raise  # the predicate's own TimeoutError
+        except asyncio.CancelledError:
+            if _cancelling():  # e.g. the hook timeout fired first: say what was running
+                logger.warning(
+                    "policy %r: cancelled while its predicate ran on %s",
+                    self.policy.label,
+                    call.qualified_name,
+                )
+            raise
+        # Late, even if the timer never got to fire: the predicate swallowed the
+        # cancellation, or held the loop (or the GIL) past the deadline.
+        if deadline.expired() or loop.time() > ends:
+            raise TimeoutError(f"no verdict within {bound}s (its late answer is ignored)")
         return bool(value)
 
 
@@ -988,6 +1042,11 @@ class PolicyEnforcer(Hook):
 
     In `mode="shadow"` it evaluates and logs what it would deny (or ask about) but
     allows everything: for rolling a policy set out on a live agent.
+
+    `timeout` bounds each predicate (seconds); a predicate without a verdict in time
+    counts as raising (the fail-safe rule). With a timeout, sync predicates run in a
+    worker thread so that a blocking one cannot stall the event loop; without one they
+    run inline, the fast path. An `Agent` passes its `hook_timeout` here.
     """
 
     def __init__(
@@ -997,9 +1056,12 @@ class PolicyEnforcer(Hook):
         *,
         mode: Mode = "enforce",
         tools: Iterable[str] = (),
+        timeout: float | None = None,
     ) -> None:
         if mode not in ("enforce", "shadow"):
             raise PolicyError(f"mode must be 'enforce' or 'shadow', got {mode!r}")
+        if timeout is not None and not _is_duration(timeout):
+            raise PolicyError(f"timeout must be a positive, finite number, got {timeout!r}")
         flat = _flatten(policies)
         servers = _server_names(mcp_servers)
         host_tools = _tool_names(tools)
@@ -1007,6 +1069,7 @@ class PolicyEnforcer(Hook):
             self._compile([_Rule(i, p, servers, host_tools) for i, p in enumerate(flat)])
         self.policies: tuple[Policy, ...] = tuple(flat)
         self.mode: Mode = mode
+        self.timeout = timeout
         self._shadow = mode == "shadow"
 
     def _compile(self, rules: list[_Rule]) -> None:
@@ -1060,17 +1123,20 @@ class PolicyEnforcer(Hook):
                 kind = rule.kind
                 if kind:
                     try:
-                        fn = rule.fn
-                        if kind == _ARGS:
-                            value = fn(tool_call.args)  # type: ignore[misc]
-                        elif kind == _CALL:
-                            value = fn(tool_call)  # type: ignore[misc]
-                        else:
-                            value = fn(rule.model.model_validate(tool_call.args))  # type: ignore[misc,union-attr]
-                        if rule.is_async:
-                            value = await value
-                        if value.__class__ is not bool:
-                            value = await _truth(value)
+                        if self.timeout is not None:  # bounded, sync ones off the loop
+                            value = await rule.test(tool_call, self.timeout)
+                        else:  # `rule.test(tool_call)`, inlined: the fast path
+                            fn = rule.fn
+                            if kind == _ARGS:
+                                value = fn(tool_call.args)  # type: ignore[misc]
+                            elif kind == _CALL:
+                                value = fn(tool_call)  # type: ignore[misc]
+                            else:
+                                value = fn(rule.model.model_validate(tool_call.args))  # type: ignore[misc,union-attr]
+                            if rule.is_async:
+                                value = await value
+                            if value.__class__ is not bool:
+                                value = await _truth(value)
                     except Exception as exc:
                         failed = _predicate_failed(rule, tool_call, exc)
                         if failed is None:
@@ -1147,7 +1213,7 @@ class PolicyEnforcer(Hook):
                 outcome = "always"
                 if rule.kind:
                     try:
-                        holds = await rule.test(tool_call)
+                        holds = await rule.test(tool_call, self.timeout)
                     except (Exception, asyncio.CancelledError) as exc:
                         if not isinstance(exc, Exception) and _cancelling():
                             raise
@@ -1193,6 +1259,7 @@ def enforce(
     *,
     mode: Mode = "enforce",
     tools: Iterable[str] = (),
+    timeout: float | None = None,
 ) -> PolicyEnforcer:
     """Validate and compile `policies` (nested lists are flattened) into an enforcer.
 
@@ -1202,9 +1269,10 @@ def enforce(
     that is neither a built-in tool the harness asks about nor one of `tools` (the names
     of host-side tools; an `Agent` passes its own). Predicates are inspected here, once: a
     first parameter annotated `ToolCall` gets the call, a `BaseModel` subclass gets the
-    args validated into it, anything else gets the args dict.
+    args validated into it, anything else gets the args dict. `timeout` bounds each
+    predicate (see `PolicyEnforcer`).
     """
-    return PolicyEnforcer(policies, mcp_servers, mode=mode, tools=tools)
+    return PolicyEnforcer(policies, mcp_servers, mode=mode, tools=tools, timeout=timeout)
 
 
 # -- policies as data (TOML) -------------------------------------------------------------
@@ -1218,6 +1286,9 @@ _DECISIONS: Final = {
 _RULE_KEYS: Final = frozenset({"tool", "decision", "name", "reason", "when", "timeout"})
 _STRING_OPS: Final = ("contains", "startswith", "endswith", "regex", "glob")
 _OPS: Final = ("equals", *_STRING_OPS)
+_MAX_CONDITION_DEPTH: Final = 32
+"""How deep `all` / `any` / `not` may nest: far beyond any real rule, and well inside
+Python's recursion limit when such a condition is built, printed and evaluated."""
 
 
 class _Leaf:
@@ -1287,7 +1358,7 @@ def _strings(value: object, where: str) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _condition(node: object, where: str) -> Callable[[Mapping[str, Any]], bool]:
+def _condition(node: object, where: str, depth: int = 0) -> Callable[[Mapping[str, Any]], bool]:
     if not isinstance(node, dict):
         raise PolicyError(f"{where}: a condition must be a table")
     combinators = [k for k in ("all", "any", "not") if k in node]
@@ -1296,12 +1367,16 @@ def _condition(node: object, where: str) -> Callable[[Mapping[str, Any]], bool]:
         if len(node) != 1:
             extra = sorted(set(node) - {op})
             raise PolicyError(f"{where}: '{op}' cannot be combined with {extra} in one table")
+        if depth == _MAX_CONDITION_DEPTH:
+            raise PolicyError(
+                f"{where}: conditions nest more than {_MAX_CONDITION_DEPTH} levels deep"
+            )
         if op == "not":
-            return _Combine("not", [_condition(node["not"], f"{where}.not")])
+            return _Combine("not", [_condition(node["not"], f"{where}.not", depth + 1)])
         items = node[op]
         if not isinstance(items, list) or not items:
             raise PolicyError(f"{where}.{op}: expected a non-empty list of conditions")
-        parts = [_condition(item, f"{where}.{op}[{i}]") for i, item in enumerate(items)]
+        parts = [_condition(item, f"{where}.{op}[{i}]", depth + 1) for i, item in enumerate(items)]
         return _Combine(op, parts)
     unknown = sorted(set(node) - {"arg", *_OPS})
     if unknown:
@@ -1324,7 +1399,7 @@ def _condition(node: object, where: str) -> Callable[[Mapping[str, Any]], bool]:
         if op == "regex":
             try:
                 checks.append((op, tuple(re.compile(v) for v in values)))
-            except re.error as exc:
+            except (re.error, OverflowError, RecursionError, ValueError) as exc:
                 raise PolicyError(f"{where}.regex: invalid regular expression: {exc}") from None
         else:
             checks.append((op, values))
@@ -1339,14 +1414,39 @@ class _PolicyFile(NamedTuple):
     mcp_servers: frozenset[str] | None
 
 
+_MAX_FILE_BYTES: Final = 4 * 1024 * 1024
+
+
 def _read_file(path: str | os.PathLike[str]) -> _PolicyFile:
-    """Parse a policy file; every error names the file, the rule and the key."""
+    """Parse a policy file; every error is a `PolicyError` naming the file (and the rule
+    and the key when the file parsed)."""
     source = os.fspath(path)
-    with open(source, "rb") as f:
-        try:
-            data = tomllib.load(f)
-        except tomllib.TOMLDecodeError as exc:
-            raise PolicyError(f"{source}: invalid TOML: {exc}") from None
+    try:
+        with open(source, "rb") as f:
+            raw = f.read(_MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise PolicyError(f"{source}: cannot read the file: {exc.strerror or exc}") from exc
+    if len(raw) > _MAX_FILE_BYTES:
+        raise PolicyError(f"{source}: larger than {_MAX_FILE_BYTES} bytes; not a policy file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise PolicyError(
+            f"{source}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x}); "
+            "policy files are UTF-8 TOML"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise PolicyError(f"{source}: invalid TOML: values nest too deeply") from None
+    return _parse_document(source, data, os.path.dirname(os.path.abspath(source)))
+
+
+def _parse_document(source: str, data: dict[str, Any], base: str) -> _PolicyFile:
+    """The policies of a parsed file; `base` is where relative workspaces start."""
     unknown = sorted(set(data) - {"rule", "mcp_servers"})
     if unknown:
         raise PolicyError(
@@ -1361,7 +1461,6 @@ def _read_file(path: str | os.PathLike[str]) -> _PolicyFile:
     rules = data.get("rule", [])
     if not isinstance(rules, list):
         raise PolicyError(f"{source}: rules are written as [[rule]] tables")
-    base = os.path.dirname(os.path.abspath(source))
     policies: list[Policy] = []
     for number, table in enumerate(rules, start=1):
         policies.extend(_parse_rule(source, number, table, servers, base))
@@ -1384,11 +1483,11 @@ def _parse_rule(
                 f"{where}: {extra[0]}: a workspace_only rule takes only workspace_only and name"
             )
         roots = _strings(table["workspace_only"], f"{where}: workspace_only")
-        resolved = [os.path.join(base, os.path.expanduser(r)) for r in roots]
         try:
+            resolved = [os.path.join(base, os.path.expanduser(r)) for r in roots]
             return workspace_only(resolved, name=name or "workspace_only")
-        except PolicyError as exc:
-            raise PolicyError(f"{where}: {exc}") from None
+        except (PolicyError, ValueError, OSError) as exc:  # e.g. "~\x00" in expanduser
+            raise PolicyError(f"{where}: workspace_only: {exc}") from None
     unknown = sorted(set(table) - _RULE_KEYS)
     if unknown:
         raise PolicyError(
@@ -1425,8 +1524,10 @@ def _parse_rule(
     if timeout is not None:
         if decision is not Decision.ASK_USER:
             raise PolicyError(f"{where}: timeout: only ask_user rules take a timeout")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise PolicyError(f"{where}: timeout: expected a positive number of seconds")
+        if not _is_duration(timeout):
+            raise PolicyError(
+                f"{where}: timeout: expected a positive, finite number of seconds, got {timeout!r}"
+            )
     predicate = _condition(table["when"], f"{where}: when") if "when" in table else None
     handler = confirm_in_terminal if decision is Decision.ASK_USER else None
     return [
@@ -1446,7 +1547,8 @@ def _parse_rule(
 def load(path: str | os.PathLike[str]) -> list[Policy]:
     """Read policies from a TOML file (format: docs/policies.md).
 
-    ask_user rules are answered by `interactive.confirm_in_terminal`. Errors raise
-    `PolicyError` naming the rule (numbered from 1) and the bad key.
+    ask_user rules are answered by `interactive.confirm_in_terminal`. Every error is a
+    `PolicyError` naming the file and, once it parsed, the rule (numbered from 1) and
+    the bad key: unreadable, not UTF-8, invalid or too deeply nested TOML included.
     """
     return _read_file(path).policies

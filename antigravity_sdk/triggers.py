@@ -8,6 +8,11 @@ hear something (a timer fired, a file changed, a queue delivered).
 `antigravity_sdk.triggers` and is not restarted: a trigger that fails once would most
 likely fail again, and a restart loop would flood the agent and the log. Catch inside
 your trigger whatever it should survive. Returning from `run` simply ends the trigger.
+
+In an `Agent`, a turn that a message starts and that is denied (a pre_turn hook, such
+as a rate limit) or fails does not raise from `ctx.send`: it is logged as a WARNING on
+`antigravity_sdk.triggers` and the trigger keeps running. Only a session that is gone
+raises, since every later message would fail the same way.
 """
 
 from __future__ import annotations

@@ -137,7 +137,11 @@ class ChatResponse(_Model):
 
 
 class StreamChunk(_Model):
-    """One piece of a streamed turn: a text delta, a thought delta, or a tool call."""
+    """One piece of a streamed turn: a text delta, a thought delta, or a tool call.
+
+    `trajectory_id` says whose: the conversation's id for the agent itself, another id
+    for a subagent.
+    """
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
@@ -145,6 +149,7 @@ class StreamChunk(_Model):
     text: str = ""
     tool_call: ToolCall | None = None
     step_index: int = 0
+    trajectory_id: str = ""
 
 
 class AskQuestionOption(_Model):

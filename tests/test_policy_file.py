@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from antigravity_sdk import PolicyError, ToolCall, policy
 from antigravity_sdk.interactive import confirm_in_terminal
@@ -182,3 +184,101 @@ async def test_example_file_is_valid_and_decides_as_documented() -> None:
     assert await ok("db/execute", sql="select 1")
     assert await ok("db/list_tables")
     assert await ok("search_web", query="x")
+
+
+# -- hostile or broken files: always a PolicyError naming the file (and rule) ----------------
+
+
+def nested(op: str, depth: int, *, listed: bool = False) -> str:
+    """A condition with `depth` levels of `op` (each a list for all / any)."""
+    start, end = (f"{{ {op} = [", "] }") if listed else (f"{{ {op} = ", " }")
+    return start * depth + '{ arg = "c", equals = 1 }' + end * depth
+
+
+RULE = "[[rule]]\ntool = 'x'\ndecision = 'deny'\n"
+ASK = "[[rule]]\ntool = 'x'\ndecision = 'ask_user'\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "pattern"),
+    [
+        (b"[[rule]]\ntool = 'x'\n# caf\xe9\ndecision = 'deny'\n", r"p\.toml: line 3: not UTF-8"),
+        (b"\xff\xfe[\x00[\x00", r"p\.toml: line 1: not UTF-8 \(byte 0xff\)"),
+        (f"{RULE}when = {nested('not', 400)}\n".encode(), r"p\.toml: invalid TOML: .*nest"),
+        (f"{RULE}when = {{ arg = 'c', equals = {'[' * 5000}{']' * 5000} }}\n".encode(), "nest"),
+        (
+            f"{RULE}when = {nested('not', 40)}\n".encode(),
+            r"p\.toml: rule #1: when(\.not)+: conditions nest more than 32 levels deep",
+        ),
+        (
+            f"{RULE}[[rule]]\nname = 'deep'\ntool = 'y'\ndecision = 'deny'\n"
+            f"when = {{ any = [{nested('all', 40, listed=True)}] }}\n".encode(),
+            r"p\.toml: rule #2 \('deep'\): .*nest more than 32 levels",
+        ),
+        (f"{ASK}timeout = nan\n".encode(), r"p\.toml: rule #1: timeout: .*finite.*got nan"),
+        (f"{ASK}timeout = inf\n".encode(), r"p\.toml: rule #1: timeout: .*got inf"),
+        (f"{ASK}timeout = -inf\n".encode(), r"rule #1: timeout: .*got -inf"),
+        (f"{ASK}timeout = 0\n".encode(), r"rule #1: timeout: .*got 0"),
+        (f"{ASK}timeout = -0.5\n".encode(), r"rule #1: timeout: .*got -0\.5"),
+        (f"{ASK}timeout = true\n".encode(), r"rule #1: timeout: .*got True"),
+        (f"{RULE}when = {{ arg = 'c', regex = 'a{{99999999999}}' }}\n".encode(), r"rule #1.*regex"),
+        (b'[[rule]]\nworkspace_only = ["~\\u0000x"]\n', r"p\.toml: rule #1: workspace_only"),
+    ],
+)
+def test_broken_files_raise_policy_errors_naming_file_and_rule(
+    tmp_path: Path, content: bytes, pattern: str
+) -> None:
+    path = tmp_path / "p.toml"
+    path.write_bytes(content)
+    with pytest.raises(PolicyError, match=pattern):
+        policy.load(path)
+
+
+def test_unreadable_files_raise_policy_errors(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match=r"missing\.toml: cannot read the file"):
+        policy.load(tmp_path / "missing.toml")
+    with pytest.raises(PolicyError, match=r": cannot read the file: Is a directory"):
+        policy.load(tmp_path)
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * (4 * 1024 * 1024 + 1))
+    with pytest.raises(PolicyError, match=r"big\.toml: larger than"):
+        policy.load(big)
+
+
+_KEYS = st.sampled_from(
+    ["rule", "mcp_servers", "tool", "decision", "name", "reason", "when", "timeout",
+     "workspace_only", "arg", "equals", "contains", "startswith", "endswith", "regex", "glob",
+     "all", "any", "not", "x"]
+)  # fmt: skip
+_LEAVES = st.one_of(
+    st.sampled_from(["deny", "allow", "ask_user", "*", "db/*", "run_command", "c", "(", "~"]),
+    st.text(max_size=8),
+    st.integers(),
+    st.floats(),
+    st.booleans(),
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_any_document_loads_or_raises_a_policy_error(data: dict[str, Any]) -> None:
+    try:
+        policy._parse_document("p.toml", data, "/")
+    except PolicyError as exc:
+        assert str(exc).startswith("p.toml: ")
+
+
+@given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_load_or_raise_a_policy_error(tmp_path_factory: Any, content: bytes) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "p.toml"
+    path.write_bytes(content)
+    try:
+        policy.load(path)
+    except PolicyError as exc:
+        assert str(exc).startswith(f"{path}: ")

@@ -441,7 +441,7 @@ def test_only_the_main_trajectory_ends_the_turn() -> None:
             text="sub says hi",
             textDelta="sub says hi",
         )
-    ) == [Chunk(p.StreamChunk(type="text", text="sub says hi", step_index=0))]
+    ) == [Chunk(p.StreamChunk(type="text", text="sub says hi", step_index=0, trajectory_id=SUB))]
     assert c.receive(idle(SUB, **sub)) == []  # the subagent went idle: not our turn end
     assert c.receive(idle(SUB, "STATE_CANCELLED", **sub)) == []
     assert c.receive(idle("some-other-trajectory")) == []
@@ -504,7 +504,9 @@ def test_tool_calls_are_announced_from_pre_tool_and_steps_name_the_executed_call
     )
     assert c.receive(active) == []  # steps announce nothing: the call's name is not known
     announced, pre = c.receive(pre_tool("create_file", args))
-    assert announced == Chunk(p.StreamChunk(type="tool_call", tool_call=pre.arg, step_index=0))
+    assert announced == Chunk(
+        p.StreamChunk(type="tool_call", tool_call=pre.arg, step_index=0, trajectory_id=MAIN)
+    )
     assert pre.arg == ToolCall(
         name="write_to_file", args=args, id="call_2", trajectory_id=MAIN, step_index=2
     )
@@ -559,11 +561,37 @@ def test_file_uris_become_paths() -> None:
     assert s.tool_call.args == {"AbsolutePath": "/tmp/my dir/a.txt"}
 
 
+def test_chunks_carry_their_trajectory() -> None:
+    c = core()
+    c.user_input("delegate")
+    sub = {"trajectoryId": SUB, "parentTrajectoryId": MAIN}
+    frames = [
+        step(1, "STATE_ACTIVE", "SOURCE_MODEL", "TARGET_USER", thinkingDelta="plan", **sub),
+        step(1, "STATE_DONE", "SOURCE_MODEL", "TARGET_USER", textDelta="sub text", **sub),
+        pre_tool("list_directory", {"DirectoryPath": "/w"}, trajectoryId=SUB),
+        step(3, "STATE_ACTIVE", "SOURCE_MODEL", "TARGET_USER", thinkingDelta="hmm"),
+        step(3, "STATE_DONE", "SOURCE_MODEL", "TARGET_USER", textDelta="main text"),
+        pre_tool("view_file", {"AbsolutePath": "/w/a"}),
+    ]
+    chunks = [e.chunk for f in frames for e in c.receive(f) if isinstance(e, Chunk)]
+    assert [(ch.type, ch.trajectory_id) for ch in chunks] == [
+        ("thought", SUB),
+        ("text", SUB),
+        ("tool_call", SUB),
+        ("thought", MAIN),
+        ("text", MAIN),
+        ("tool_call", MAIN),
+    ]
+    assert c.conversation_id == MAIN  # what Agent.stream() compares to
+
+
 def test_thought_chunks_and_thinking() -> None:
     c = core()
     c.user_input("think")
     frame = step(1, "STATE_ACTIVE", "SOURCE_MODEL", "TARGET_USER", thinkingDelta="hmm ")
-    assert c.receive(frame) == [Chunk(p.StreamChunk(type="thought", text="hmm ", step_index=1))]
+    assert c.receive(frame) == [
+        Chunk(p.StreamChunk(type="thought", text="hmm ", step_index=1, trajectory_id=MAIN))
+    ]
     c.receive(step(1, "STATE_ACTIVE", "SOURCE_MODEL", "TARGET_USER", thinkingDelta="ok"))
     assert c.response().thinking == "hmm ok"
 

@@ -247,3 +247,42 @@ def test_every_is_a_trigger() -> None:
     t = every(1, "x")
     assert isinstance(t, Trigger)
     assert repr(t) == "every(1.0, 'x')"
+
+
+async def test_an_agents_denied_or_failed_turns_do_not_end_its_triggers(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from antigravity_sdk import Agent, AntigravityError, HookResult, TurnDeniedError
+
+    agent = Agent.builder().model("m", base_url="http://127.0.0.1:9/v1").build()
+    outcomes: list[BaseException | None] = [
+        TurnDeniedError(HookResult.denied("rate limited")),
+        AntigravityError("the turn failed: model error"),
+        TimeoutError("the turn did not finish within 1s (halted)"),
+        None,
+    ]
+    inbox = Inbox()
+
+    async def chat(text: str) -> None:
+        await inbox(text)
+        outcome = outcomes[(len(inbox.messages) - 1) % len(outcomes)]
+        if outcome is not None:
+            raise outcome
+
+    monkeypatch.setattr(agent, "chat", chat)
+    runner = TriggerRunner([every(TICK, "tick")])
+    with caplog.at_level(logging.WARNING, logger="antigravity_sdk.triggers"):
+        await runner.start(agent._trigger_send)
+        try:
+            await inbox.wait_for(lambda m: len(m) >= 6)
+            assert len(trigger_tasks()) == 1, "the trigger must keep running"
+            agent._failure = ConnectionResetError("the harness is gone")
+            _, running = await asyncio.wait(trigger_tasks(), timeout=1)
+            assert not running, "a dead session still ends the trigger (logged)"
+        finally:
+            await runner.stop()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "a trigger's turn was denied: rate limited" in warnings
+    assert "a trigger's turn failed: the turn failed: model error" in warnings
+    assert any("did not finish within" in w for w in warnings)
+    assert [r.levelno for r in caplog.records if r.levelno > logging.WARNING] == [logging.ERROR]

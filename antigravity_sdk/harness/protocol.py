@@ -502,7 +502,12 @@ class SessionCore:
                 # Announced from PRE_TOOL: the exact call the model made (the step that
                 # runs it can come earlier, and under another tool's name).
                 asked: ToolCall = hook_call.arg
-                chunk = StreamChunk(type="tool_call", tool_call=asked, step_index=0)
+                chunk = StreamChunk(
+                    type="tool_call",
+                    tool_call=asked,
+                    step_index=0,
+                    trajectory_id=asked.trajectory_id,
+                )
                 return [Chunk(chunk), hook_call]
             return [hook_call]
         if "stepUpdate" in frame:
@@ -691,14 +696,10 @@ class SessionCore:
         if step.source == "model" and step.target == "TARGET_USER" and step.state != "error":
             delta = _str(update, "textDelta")
             if delta and not step.action:
-                effects.append(
-                    Chunk(StreamChunk(type="text", text=delta, step_index=step.step_index))
-                )
+                effects.append(Chunk(_chunk("text", delta, step)))
         thought = _str(update, "thinkingDelta")
         if thought:
-            effects.append(
-                Chunk(StreamChunk(type="thought", text=thought, step_index=step.step_index))
-            )
+            effects.append(Chunk(_chunk("thought", thought, step)))
 
     def _trajectory_update(self, update: dict[str, Any]) -> list[Effect]:
         trajectory = _str(update, "trajectoryId")
@@ -763,6 +764,12 @@ class SessionCore:
                 used.add(n)
                 return call
         return described
+
+
+def _chunk(kind: Literal["text", "thought"], delta: str, step: _StepState) -> StreamChunk:
+    return StreamChunk(
+        type=kind, text=delta, step_index=step.step_index, trajectory_id=step.trajectory_id
+    )
 
 
 # -- replies ----------------------------------------------------------------------------
