@@ -403,8 +403,10 @@ class HookRunner:
             if deadline.expired():
                 raise TimeoutError(f"timed out after {timeout}s") from None
             raise  # the hook's own TimeoutError, not the deadline
-        if deadline.expired():
-            # The hook caught the cancellation and answered anyway: too late to count.
+        when = deadline.when()
+        if deadline.expired() or (when is not None and asyncio.get_running_loop().time() > when):
+            # Too late to count: the hook caught the cancellation and answered anyway, or
+            # it blocked the event loop past the deadline so the timer could not fire.
             raise TimeoutError(f"timed out after {timeout}s (its late answer is ignored)")
         return result
 

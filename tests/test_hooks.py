@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -471,6 +472,30 @@ async def test_a_late_allow_from_pre_tool_call_denies() -> None:
     result = await runner.dispatch_pre_tool_call(CALL)
     assert result.allow is False and "Stubborn" in result.message and "timed out" in result.message
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def _block_then(value: Any) -> Any:
+    """Block the event loop (sync work inside an async hook) past the timeout, then answer:
+    the timer cannot fire while the loop is blocked."""
+    time.sleep(PAST_TIMEOUT)  # noqa: ASYNC251 - the point of the test
+    return value
+
+
+@pytest.mark.parametrize("event", EVENTS)
+async def test_a_hook_that_blocks_the_loop_past_the_timeout_counts_as_failing(
+    event: str,
+) -> None:
+    log: list[str] = []
+    runner = HookRunner(
+        [
+            make_hook("Before", event, log, lambda: passing(event)),
+            make_hook("Blocker", event, log, lambda: _block_then(passing(event))),
+            make_hook("After", event, log, lambda: stopping(event, "After")),
+        ],
+        timeout=TIMEOUT,
+    )
+    result = await dispatch(runner, event)
+    assert_failure(event, result, log, "Blocker", "timed out")
 
 
 async def test_a_hooks_own_timeout_error_is_not_reported_as_the_deadline() -> None:
