@@ -15,14 +15,20 @@ if TYPE_CHECKING:
     from .agent import Agent, AgentBuilder
     from .context import HookContext, ToolContext, current_context
     from .errors import (
+        AgentStateError,
         AntigravityError,
         ConfigurationError,
         HarnessConnectionError,
+        HarnessError,
+        HarnessInstallError,
         HarnessNotFoundError,
         PolicyError,
         ProtocolError,
         ToolExecutionError,
         TurnDeniedError,
+        TurnError,
+        TurnFailedError,
+        TurnTimeoutError,
     )
     from .hooks import Hook, HookRunner
     from .policy import Decision, Policy, PolicyEnforcer
@@ -49,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentBuilder",
+    "AgentStateError",
     "AntigravityError",
     "AskQuestionEntry",
     "AskQuestionOption",
@@ -58,6 +65,8 @@ __all__ = [
     "ConfigurationError",
     "Decision",
     "HarnessConnectionError",
+    "HarnessError",
+    "HarnessInstallError",
     "HarnessNotFoundError",
     "Hook",
     "HookContext",
@@ -78,6 +87,9 @@ __all__ = [
     "ToolExecutionError",
     "ToolResult",
     "TurnDeniedError",
+    "TurnError",
+    "TurnFailedError",
+    "TurnTimeoutError",
     "UsageMetadata",
     "__version__",
     "current_context",
@@ -101,14 +113,20 @@ _EXPORTS = {
     "PolicyEnforcer": "policy",
     **dict.fromkeys(
         (
+            "AgentStateError",
             "AntigravityError",
             "ConfigurationError",
             "HarnessConnectionError",
+            "HarnessError",
+            "HarnessInstallError",
             "HarnessNotFoundError",
             "PolicyError",
             "ProtocolError",
             "ToolExecutionError",
             "TurnDeniedError",
+            "TurnError",
+            "TurnFailedError",
+            "TurnTimeoutError",
         ),
         "errors",
     ),

@@ -1,4 +1,24 @@
-"""The exception hierarchy. Every error the SDK raises derives from `AntigravityError`."""
+"""The exception hierarchy. Every error the SDK raises derives from `AntigravityError`.
+
+    AntigravityError
+    ├── ConfigurationError (also ValueError)   build() or start() refuses the settings
+    │   └── PolicyError (also ValueError)      an invalid policy set or policy file
+    ├── AgentStateError (also RuntimeError)    not started, already started, ...
+    ├── HarnessError                           the harness binary or process
+    │   ├── HarnessNotFoundError               no usable binary; says how to install one
+    │   │   └── HarnessInstallError            installing one failed (so none was found)
+    │   └── HarnessConnectionError             spawn, handshake, socket, harness died
+    ├── ProtocolError                          a frame the SDK cannot decode
+    └── TurnError                              a turn did not complete
+        ├── TurnDeniedError                    a pre_turn hook denied it; no model call
+        ├── TurnFailedError                    the harness ended it with an error
+        └── TurnTimeoutError (also TimeoutError)  past turn_timeout; the turn was halted
+
+    ToolExecutionError (Exception)             a tool failed: what on_tool_error receives
+
+The second bases keep `except ValueError` / `except TimeoutError` / `except RuntimeError`
+callers working where the SDK used to raise the built-in exception.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +28,20 @@ if TYPE_CHECKING:
     from .types import HookResult, ToolCall
 
 __all__ = [
+    "AgentStateError",
     "AntigravityError",
     "ConfigurationError",
     "HarnessConnectionError",
+    "HarnessError",
+    "HarnessInstallError",
     "HarnessNotFoundError",
     "PolicyError",
     "ProtocolError",
     "ToolExecutionError",
     "TurnDeniedError",
+    "TurnError",
+    "TurnFailedError",
+    "TurnTimeoutError",
 ]
 
 
@@ -27,11 +53,23 @@ class ConfigurationError(AntigravityError, ValueError):
     """An agent configuration the SDK refuses at `build()`, saying what to change."""
 
 
-class HarnessNotFoundError(AntigravityError):
+class AgentStateError(AntigravityError, RuntimeError):
+    """The agent is not in a state for that call (not started, already started, ...)."""
+
+
+class HarnessError(AntigravityError):
+    """Something about the `localharness` binary or its process."""
+
+
+class HarnessNotFoundError(HarnessError):
     """No usable `localharness` binary was found; the message says how to install one."""
 
 
-class HarnessConnectionError(AntigravityError):
+class HarnessInstallError(HarnessNotFoundError):
+    """Installing the harness binary failed (download, hash check or extraction)."""
+
+
+class HarnessConnectionError(HarnessError):
     """Spawning, handshaking with, or talking to the harness failed.
 
     `stderr_tail` holds the harness's last stderr lines (also appended to the message),
@@ -45,7 +83,11 @@ class HarnessConnectionError(AntigravityError):
         super().__init__(message)
 
 
-class TurnDeniedError(AntigravityError):
+class TurnError(AntigravityError):
+    """A turn did not complete; the session stays usable."""
+
+
+class TurnDeniedError(TurnError):
     """A pre_turn hook denied the turn; the model was never called.
 
     `str()` is the denying hook's message; `result` is its `HookResult`.
@@ -56,8 +98,22 @@ class TurnDeniedError(AntigravityError):
         super().__init__(result.message)
 
 
-class PolicyError(AntigravityError, ValueError):
-    """An invalid policy set, reported at `enforce()` time, naming the offending policy."""
+class TurnFailedError(TurnError):
+    """The harness ended the turn with an error (model endpoint, budget, ...); `cause` is
+    the harness's own message."""
+
+    def __init__(self, cause: str) -> None:
+        self.cause = cause
+        super().__init__(f"the turn failed: {cause}")
+
+
+class TurnTimeoutError(TurnError, TimeoutError):
+    """The turn did not finish within `turn_timeout`; it was halted."""
+
+
+class PolicyError(ConfigurationError):
+    """An invalid policy set, reported at `enforce()` time, naming the offending policy
+    (a `ConfigurationError`, so also an `AntigravityError` and a `ValueError`)."""
 
 
 class ProtocolError(AntigravityError):

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import HarnessNotFoundError
+from ..errors import HarnessInstallError, HarnessNotFoundError
 
 __all__ = [
     "BINARY_NAME",
@@ -81,10 +81,6 @@ _VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
 _PIP_TIMEOUT = 600.0
 
 Source = Literal["explicit", "env", "cache", "distribution", "path"]
-
-
-class HarnessInstallError(HarnessNotFoundError):
-    """`install_harness` could not download or extract the harness."""
 
 
 @dataclass(frozen=True)
