@@ -199,8 +199,13 @@ HOST = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("frozen", [False, True], ids=["running", "frozen"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-async def test_backgrounded_command_ends_when_the_host_dies(env: Workspace, sig: int) -> None:
+async def test_backgrounded_command_ends_when_the_host_dies(
+    env: Workspace, sig: int, frozen: bool
+) -> None:
+    """A healthy harness exits on the stdin EOF the host's death gives it; a frozen one
+    never would (and today would stay, frozen, for good): the supervisor ends both."""
     host = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -220,6 +225,8 @@ async def test_backgrounded_command_ends_when_the_host_dies(env: Workspace, sig:
         if parent != host.pid:  # the supervisor, which must go too
             pids["supervisor"] = parent
         assert process_alive(pids["command"])
+        if frozen:
+            os.kill(pids["harness"], signal.SIGSTOP)
         host.send_signal(sig)
         await asyncio.wait_for(host.wait(), 5)
         gone = {name: await wait_gone(pid, 5) for name, pid in pids.items()}
