@@ -22,9 +22,7 @@ reaping. Standard library only, and few imports: it runs with `-I -S`, outside t
 SDK's environment, and its start-up is on `Agent.start()`'s path.
 """
 
-from __future__ import annotations
-
-import ctypes
+import _ctypes
 import os
 import sys
 import time
@@ -42,10 +40,17 @@ _KILL_DEADLINE = 2.0  # seconds to kill and reap every descendant
 _SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
+class _LibcFunction(_ctypes.CFuncPtr):
+    """A C function returning int, as `ctypes.CDLL(None, use_errno=True)` gives it, built
+    from `_ctypes` directly: importing `ctypes` would cost ~10 ms of start-up."""
+
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+
+
 def _prctl(option: int, value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, value, 0, 0, 0) != 0:
-        errno = ctypes.get_errno()
+    libc = _ctypes.dlopen(None)  # type: ignore[arg-type]  # None: this process's own symbols
+    if _LibcFunction(_ctypes.dlsym(libc, "prctl"))(option, value, 0, 0, 0) != 0:
+        errno = _ctypes.get_errno()
         raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
 
 
