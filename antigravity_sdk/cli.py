@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, TypeAlias
 from .errors import PolicyError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .harness.protocol import SandboxStatus
     from .policy import PolicyEnforcer
 
 __all__ = ["COMMANDS", "main"]
@@ -145,12 +148,46 @@ def add_harness(subparsers: Subparsers) -> None:
 # -- antigravity doctor ----------------------------------------------------------------------
 
 
+async def _initialize(harness: Path) -> SandboxStatus | None:
+    """Start the harness, initialize a conversation (no model is called), and return what
+    the harness says about its command sandbox."""
+    import tempfile
+    from pathlib import Path
+
+    from .harness.config import ModelSettings, harness_config
+    from .harness.connection import LocalConnection
+    from .harness.protocol import Initialized, SessionCore
+    from .types import CapabilitiesConfig
+
+    conn = LocalConnection(harness, startup_timeout=30.0)
+    with tempfile.TemporaryDirectory(prefix="antigravity-doctor-") as tmp:
+        root = Path(tmp)
+        try:
+            async with asyncio.timeout(30.0):
+                await conn.open(storage_dir=root / "save", home=root / "home")
+                model = ModelSettings(name="doctor", base_url="http://127.0.0.1:9/v1")
+                await conn.send(
+                    harness_config(
+                        model=model,
+                        workspaces=[root],
+                        app_data_dir=root / "app",
+                        capabilities=CapabilitiesConfig(),
+                        hook_events=(),
+                    )
+                )
+                core = SessionCore(frozenset())
+                while True:
+                    for effect in core.receive(await conn.recv()):
+                        if isinstance(effect, Initialized):
+                            return effect.sandbox
+        finally:
+            await conn.close()
+
+
 def _doctor(args: argparse.Namespace) -> int:
     del args
     import os
     import platform
-    import tempfile
-    from pathlib import Path
 
     from . import __version__
     from .errors import AntigravityError
@@ -168,22 +205,20 @@ def _doctor(args: argparse.Namespace) -> int:
     if found.version not in (None, HARNESS_VERSION):
         print(f"[WARN] the SDK is tested with harness {HARNESS_VERSION}")
 
-    async def handshake() -> None:
-        from .harness.connection import LocalConnection
-
-        conn = LocalConnection(found.path, startup_timeout=30.0)
-        with tempfile.TemporaryDirectory(prefix="antigravity-doctor-") as tmp:
-            try:
-                await conn.open(storage_dir=Path(tmp) / "save", home=Path(tmp) / "home")
-            finally:
-                await conn.close()
-
     try:
-        asyncio.run(handshake())
-        print("[ OK ] harness starts and completes its handshake")
-    except AntigravityError as exc:
+        sandbox = asyncio.run(_initialize(found.path))
+        print("[ OK ] harness starts, completes its handshake and initializes a conversation")
+        # Informational: the SDK leaves the harness's sandbox off (see docs/decisions.md).
+        if sandbox is None:
+            print("[INFO] harness command sandbox: not reported by this harness")
+        elif sandbox.available:
+            print("[INFO] harness command sandbox: available on this machine")
+        else:
+            reason = sandbox.unavailable_reason or "no reason given"
+            print(f"[INFO] harness command sandbox: unavailable on this machine ({reason})")
+    except (AntigravityError, TimeoutError) as exc:
         ok = False
-        print(f"[FAIL] harness handshake: {exc}")
+        print(f"[FAIL] harness start: {exc or 'no conversation within 30s'}")
     if os.environ.get("GEMINI_API_KEY"):
         print("[ OK ] model: GEMINI_API_KEY is set (Gemini API)")
     else:

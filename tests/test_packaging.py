@@ -138,6 +138,7 @@ def test_wheel_contents(wheel: Path) -> None:
     assert "antigravity_sdk/py.typed" in names
     assert "antigravity_sdk/__init__.py" in names
     assert "antigravity_sdk/hooks.py" in names
+    assert "antigravity_sdk/harness/supervisor.py" in names  # run as a script, by path
     # nothing installs a top-level `antigravity` (it would be shadowed by the stdlib anyway)
     assert not any(n.startswith("antigravity/") or n == "antigravity.py" for n in names)
     assert not any(n.startswith(("tests/", "benches/", "examples/")) for n in names)

@@ -26,6 +26,7 @@ from antigravity_sdk.harness.protocol import (
     Initialized,
     PolicyRequest,
     RunTool,
+    SandboxStatus,
     SessionCore,
     SessionEnded,
     TurnEnded,
@@ -66,8 +67,30 @@ def init(cascade: str = MAIN, **extra: Any) -> dict[str, Any]:
 def core() -> SessionCore:
     c = SessionCore()
     (effect,) = c.receive(init())
-    assert effect == Initialized(MAIN, ())
+    assert effect == Initialized(MAIN, (), SandboxStatus(available=True))
     return c
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({"available": True}, SandboxStatus(True)),
+        ({"unavailableReason": "no user namespaces"}, SandboxStatus(False, "no user namespaces")),
+        ({}, SandboxStatus(False)),  # false and "" are left out on the wire
+        (None, None),  # an older harness says nothing
+    ],
+)
+def test_initialized_reports_the_sandbox_status(
+    status: dict[str, Any] | None, expected: SandboxStatus | None
+) -> None:
+    frame = init()
+    if status is None:
+        del frame["initializeConversationResponse"]["sandboxStatus"]
+    else:
+        frame["initializeConversationResponse"]["sandboxStatus"] = status
+    (effect,) = SessionCore().receive(frame)
+    assert isinstance(effect, Initialized)
+    assert effect.sandbox == expected
 
 
 def hook(type_: str, request_id: str = "hook_request_2", **args: Any) -> dict[str, Any]:
@@ -338,6 +361,9 @@ def test_unknown_enum_values_are_kept_as_unknown() -> None:
         {"usageUpdate": {"total": {"promptTokenCount": "many"}}},
         {"initializeConversationResponse": {"cascadeId": None, "history": "x"}},
         {"initializeConversationResponse": {"cascadeId": "c", "history": {"a": 1}}},
+        {"initializeConversationResponse": {"cascadeId": "c", "sandboxStatus": True}},
+        {"initializeConversationResponse": {"sandboxStatus": {"available": "yes"}}},
+        {"initializeConversationResponse": {"sandboxStatus": {"unavailableReason": 3}}},
         ["a", "list"],
         "a string",
     ],

@@ -6,6 +6,11 @@ sans-I/O `SessionCore`. Every wait here is bounded, and a spawned harness never 
 its connection: on close it gets stdin EOF (it exits within milliseconds), then
 SIGTERM, then SIGKILL; a finalizer kills it if the connection is garbage-collected open,
 and because the harness exits when its stdin closes, it also dies with this process.
+
+On Linux the harness runs under `supervisor.py`, so neither do the commands it starts
+(backgrounded ones leave its process group): the supervisor kills every descendant when
+the harness exits, when it is SIGTERMed (the TERM step of close()), and when this process
+dies, even by SIGKILL.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "LocalConnection", "RemoteConnection"]
 
 _STDERR_LINES = 100
+_SUPERVISOR = Path(__file__).with_name("supervisor.py")
+_SUPERVISED = sys.platform == "linux"
 
 
 class Connection(Protocol):
@@ -118,10 +125,10 @@ class _WebSocketLink:
                 await asyncio.wait_for(ws.close(), timeout=grace)
 
 
-def kill_process(pid: int) -> None:
-    """SIGKILL `pid` if it still exists: the last resort, usable with no event loop."""
+def kill_process(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal `pid` (SIGKILL) if it still exists: the last resort, usable with no event loop."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
 
 
 class LocalConnection(_WebSocketLink):
@@ -142,11 +149,12 @@ class LocalConnection(_WebSocketLink):
         self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         self._stderr_task: asyncio.Task[None] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._harness_pid: int | None = None  # the supervisor's child, once it says so
 
     @property
     def pid(self) -> int | None:
         """The harness process id while it runs (for diagnostics and tests)."""
-        return self._proc.pid if self._proc is not None else None
+        return self._harness_pid if self._proc is not None else None
 
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
@@ -156,9 +164,12 @@ class LocalConnection(_WebSocketLink):
         for directory in (storage_dir, home):
             os.makedirs(directory, exist_ok=True)
         env = {**os.environ, "HOME": str(home), **self._extra_env}
+        argv = [str(path)]
+        if _SUPERVISED:
+            argv = [sys.executable, "-I", "-S", str(_SUPERVISOR), str(os.getpid()), *argv]
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                str(path),
+                *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -167,7 +178,11 @@ class LocalConnection(_WebSocketLink):
             )
         except OSError as exc:
             raise HarnessConnectionError(f"cannot start the harness {path}: {exc}") from exc
-        self._finalizer = weakref.finalize(self, kill_process, self._proc.pid)
+        if not _SUPERVISED:
+            self._harness_pid = self._proc.pid
+        # A supervisor gets SIGTERM: killed, it could not end the harness's commands.
+        last = signal.SIGTERM if _SUPERVISED else signal.SIGKILL
+        self._finalizer = weakref.finalize(self, kill_process, self._proc.pid, last)
         assert self._proc.stderr is not None
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc.stderr))
         try:
@@ -205,6 +220,11 @@ class LocalConnection(_WebSocketLink):
         try:
             proc.stdin.write(wire.encode_frame(config))
             await proc.stdin.drain()
+            if _SUPERVISED:  # the harness's pid comes first, from the supervisor's fork
+                pid = int.from_bytes(await proc.stdout.readexactly(4), "little")
+                if pid <= 1:
+                    raise ProtocolError(f"the harness supervisor reported pid {pid}")
+                self._harness_pid = pid
             header = await proc.stdout.readexactly(4)
             size = int.from_bytes(header, "little")
             if size > wire.MAX_HANDSHAKE_FRAME:
@@ -212,8 +232,9 @@ class LocalConnection(_WebSocketLink):
             body = await proc.stdout.readexactly(size)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             await self._wait_stderr()
+            who = "harness" if self._harness_pid is not None else "harness's supervisor"
             raise HarnessConnectionError(
-                f"the harness exited during the handshake ({exc})",
+                f"the {who} exited during the handshake ({exc})",
                 stderr_tail=self.stderr_tail(),
             ) from None
         output, _ = wire.decode_length_prefixed(header + body, wire.pb.OutputConfig)

@@ -164,11 +164,20 @@ class SessionEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    """Whether the harness's OS sandbox for commands works on this machine."""
+
+    available: bool
+    unavailable_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Initialized:
     """The harness accepted the configuration and named the conversation."""
 
     conversation_id: str
     history: tuple[Step, ...]
+    sandbox: SandboxStatus | None = None  # None: the harness did not say
 
 
 Effect = (
@@ -225,6 +234,16 @@ def _list(frame: dict[str, Any], key: str) -> list[Any]:
     if not isinstance(value, list):
         raise ProtocolError(f"field {key!r} should be a list, got {type(value).__name__}")
     return value
+
+
+def _sandbox(response: dict[str, Any]) -> SandboxStatus | None:
+    if "sandboxStatus" not in response:
+        return None
+    status = _obj(response, "sandboxStatus")
+    available = status.get("available", False)
+    if not isinstance(available, bool):
+        raise ProtocolError(f"field 'available' should be a bool, got {available!r}")
+    return SandboxStatus(available, _str(status, "unavailableReason"))
 
 
 def decode_frame(text: str | bytes) -> dict[str, Any]:
@@ -544,7 +563,7 @@ class SessionCore:
                     step = self._merge_step(update)
                     history.append(step.to_step(self._executed_call(step, set())))
             self._steps = {}
-            return [Initialized(self.conversation_id, tuple(history))]
+            return [Initialized(self.conversation_id, tuple(history), _sandbox(response))]
         if "sessionEndResponse" in frame:
             return [SessionEnded()]
         return []  # an event this SDK does not know: ignore it
