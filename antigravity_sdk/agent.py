@@ -40,6 +40,7 @@ from .harness import protocol as p
 from .harness.catalog import TOOLS, Governance, ToolGuard, tools_enabled_by
 from .harness.protocol import Effect, HookCall, SessionCore, TurnEnded
 from .hooks import Hook, HookRunner
+from .policy._rules import _is_duration
 from .types import (
     BuiltinTool,
     CapabilitiesConfig,
@@ -118,6 +119,7 @@ class _Settings:
     tools: list[Any] = field(default_factory=list)
     triggers: list[Any] = field(default_factory=list)
     mcp_servers: list[McpServer] = field(default_factory=list)
+    declared_servers: list[str] = field(default_factory=list)  # by PolicyFiles
     workspaces: list[Path] = field(default_factory=list)
     system_instructions: str = ""
     capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
@@ -149,12 +151,21 @@ class AgentBuilder:
         return self
 
     def policy(self, policy: Policy | Sequence[Any]) -> AgentBuilder:
+        self._declare(policy)
         self._s.policies.append(policy)
         return self
 
     def policies(self, policies: Iterable[Any]) -> AgentBuilder:
+        """Add policies. A `PolicyFile` (`policy.load`) also brings the MCP servers it
+        declares: without `.mcp_server(...)`s its `server/tool` rules are checked against
+        those names (with them, against the configured servers)."""
+        self._declare(policies)
         self._s.policies.extend(policies)
         return self
+
+    def _declare(self, policies: object) -> None:
+        if isinstance(policies, policy_mod.PolicyFile):
+            self._s.declared_servers.extend(policies.mcp_servers)
 
     def allow_all(self) -> AgentBuilder:
         """Add the catch-all allow (instead of the default `confirm_run_command()`)."""
@@ -248,7 +259,7 @@ class AgentBuilder:
     def hook_timeout(self, seconds: float | None) -> AgentBuilder:
         """Bound each hook call; a hook that exceeds it counts as failing (fail-closed).
         Policy predicates get the same bound (see `policy.enforce`)."""
-        if seconds is not None and not policy_mod._is_duration(seconds):
+        if seconds is not None and not _is_duration(seconds):
             raise ValueError(f"hook_timeout must be a positive, finite number, got {seconds!r}")
         self._s.hook_timeout = seconds
         return self
@@ -276,8 +287,9 @@ class AgentBuilder:
         policies = s.policies or default_policies(s.workspaces)
         # The enforcer bounds its own predicates by the hook timeout: a blocking sync
         # predicate would otherwise stall the event loop, so the hook bound never fires.
+        servers = s.mcp_servers or s.declared_servers or None
         enforcer = policy_mod.enforce(
-            policies, mcp_servers=s.mcp_servers or None, tools=tools.tools, timeout=s.hook_timeout
+            policies, mcp_servers=servers, tools=tools.tools, timeout=s.hook_timeout
         )
         return Agent(s, enforcer, tools)
 

@@ -34,8 +34,8 @@ def _load_enforcer(path: str) -> PolicyEnforcer | None:
     from . import policy
 
     try:
-        loaded = policy._read_file(path)
-        return policy.enforce(loaded.policies, loaded.mcp_servers)
+        loaded = policy.load(path)
+        return policy.enforce(loaded, loaded.mcp_servers)
     except PolicyError as exc:  # reading, parsing and validating all raise it
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -50,13 +50,10 @@ def _policy_check(args: argparse.Namespace) -> int:
     count = len(enforcer.policies)
     print(f"{args.file}: OK, {count} {'policy' if count == 1 else 'policies'}")
     print("Evaluation order (bucket, then file order):")
-    ranked = sorted(
-        enumerate(enforcer.policies), key=lambda item: (policy._bucket_index(item[1]), item[0])
-    )
+    ranked = sorted(enumerate(enforcer.policies), key=lambda item: (item[1].bucket, item[0]))
     for _, p in ranked:
-        bucket = policy._bucket_index(p)
         condition = f"  when {p.predicate!r}" if p.predicate is not None else ""
-        print(f"  [{bucket} {policy._BUCKETS[bucket]:<14}] {p.tool:<22} {p.label}{condition}")
+        print(f"  [{p.bucket} {policy.BUCKETS[p.bucket]:<14}] {p.tool:<22} {p.label}{condition}")
     return 0
 
 

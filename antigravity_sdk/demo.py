@@ -755,17 +755,17 @@ def _print_header(
     out.write(s.bold("antigravity demo") + f" — real harness, model: {report.model}\n")
     out.write(f"workspace: {report.workspace} (temporary)\n")
     out.write("hooks (in order): AuditLog, SecretGuard, DecisionReporter, then the policies:\n")
-    ranked = sorted(enumerate(enforcer.policies), key=lambda p: (policy._bucket_index(p[1]), p[0]))
+    ranked = sorted(enumerate(enforcer.policies), key=lambda p: (p[1].bucket, p[0]))
     seen: set[tuple[str, int]] = set()
     for _, p in ranked:
-        bucket = policy._bucket_index(p)
+        bucket = p.bucket
         if (p.label, bucket) in seen:  # workspace_only is one policy per path-taking tool
             continue
         seen.add((p.label, bucket))
         tools = sorted({q.tool for q in enforcer.policies if q.label == p.label})
         shown = ", ".join(tools) if len(tools) <= 2 else f"{len(tools)} path-taking tools"
         out.write(
-            s.dim(f"  [{bucket} {policy._BUCKETS[bucket]:<14}] {p.label:<22} {p.decision.name:<7}")
+            s.dim(f"  [{bucket} {policy.BUCKETS[bucket]:<14}] {p.label:<22} {p.decision.name:<7}")
             + s.dim(f"  {shown}")
             + "\n"
         )

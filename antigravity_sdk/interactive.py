@@ -26,7 +26,7 @@ from .types import ToolCall
 
 __all__ = ["confirm_in_terminal"]
 
-logger = logging.getLogger("antigravity_sdk.policy")
+logger = logging.getLogger(__name__)
 
 _prompt_lock = threading.Lock()  # one question on the terminal at a time
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -159,6 +160,17 @@ async def test_confirm_in_terminal_denies_without_tty(monkeypatch: pytest.Monkey
     monkeypatch.setattr(sys, "stdin", stdin)
     assert await confirm_in_terminal(ToolCall(name="x", server_name="db")) is False
     assert stdin.reader is None, "without a terminal nothing is read"
+
+
+async def test_confirm_in_terminal_logs_on_its_own_logger(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    monkeypatch.setattr(sys, "stdin", FakeTTY("y\n", tty=False))
+    assert await confirm_in_terminal(ToolCall(name="x", server_name="db")) is False
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        ("antigravity_sdk.interactive", "no terminal to confirm db/x; denying")
+    ]
 
 
 def prompt_rows(call: ToolCall, width: int = 60) -> list[str]:

@@ -28,9 +28,11 @@ from antigravity_sdk.demo import (
 from antigravity_sdk.errors import HarnessNotFoundError
 from antigravity_sdk.harness.install import find_harness
 from antigravity_sdk.policy import enforce
+from antigravity_sdk.testing import ScriptedModel, tool_call
 from antigravity_sdk.types import ToolCall
 
 ANSI = re.compile(r"\x1b\[")
+EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "policies.toml")
 
 
 def _require_harness() -> Path:
@@ -182,6 +184,36 @@ async def test_run_chat_gemini_model_needs_key(offline: None) -> None:
     out = io.StringIO()
     assert await run_chat("hi", model="gemini-2.5-flash", out=out) == 2
     assert "GEMINI_API_KEY" in out.getvalue()
+
+
+# -- run_chat with a policy file, on the real harness ---------------------------------------------
+
+
+@pytest.mark.harness
+async def test_run_chat_with_a_policy_file_that_names_mcp_servers(
+    offline: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/policies.toml declares `mcp_servers = ["db"]` and has `db/...` rules; the
+    chat agent has no MCP servers, so the file's declaration is what they are checked on."""
+    _require_harness()
+    monkeypatch.chdir(tmp_path)
+    script = [tool_call("run_command", CommandLine="sudo ls", Cwd=str(tmp_path)), "refused."]
+    out = io.StringIO()
+    async with ScriptedModel(script) as model:
+        code = await run_chat(
+            "list the files",
+            policies_file=EXAMPLE,
+            base_url=model.base_url,
+            model=model.model_name,
+            out=out,
+        )
+        told = [str(m.get("content")) for m in model.requests[-1].messages if m["role"] == "tool"]
+    text = out.getvalue()
+    assert code == 0, text
+    assert "error" not in text and "answer:" in text and "refused." in text
+    line = next(line for line in text.splitlines() if "sudo ls" in line)
+    assert "DENY" in line and "no-sudo" in line
+    assert any("Commands may not escalate privileges." in t for t in told), told
 
 
 # -- the demo's policy set, without a harness ---------------------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -384,3 +386,47 @@ def test_pre_tool_call_and_evaluate_agree(
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
     asyncio.run(run())
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule_sets, calls)
+def test_shadow_mode_allows_and_warns_exactly_when_enforcing_would_not(
+    specs: list[Spec], raw_call: tuple[str, str | None]
+) -> None:
+    """Shadow mode: every call allowed, no handler called, and one warning iff the rules
+    would deny or ask; `evaluate` and `Policy.bucket` say which rule and bucket."""
+    asked: list[ToolCall] = []
+
+    def tattle(call: ToolCall) -> bool:
+        asked.append(call)
+        return True
+
+    policies = [
+        p if p.handler is None else dataclasses.replace(p, handler=tattle)
+        for p in map(build, specs)
+    ]
+    shadow = policy.enforce(policies, mcp_servers=list(SERVERS), tools=TOOLS, mode="shadow")
+    call = to_call(raw_call)
+    _, expected_index = reference(specs, call.qualified_name)
+    logger = logging.getLogger("antigravity_sdk.policy")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        allowed = asyncio.run(shadow.pre_tool_call(call)).allow
+        explained = asyncio.run(shadow.evaluate(call, ask=False))
+    finally:
+        logger.removeHandler(handler)
+    shadowed = [r for r in records if r.getMessage().startswith("shadow mode:")]
+    decided = specs[expected_index].decision if expected_index is not None else None
+    would_deny_or_ask = decided is not None and decided is not Decision.APPROVE
+    assert allowed and not asked
+    assert len(shadowed) == (1 if would_deny_or_ask else 0)
+    assert explained.allow == (not would_deny_or_ask)
+    if expected_index is None:
+        assert explained.policy is None and explained.bucket is None
+    else:
+        deciding = policies[expected_index]
+        assert explained.policy is deciding and explained.bucket == deciding.bucket
+        assert explained.bucket == scope_of(deciding.tool) * 3 + ORDER[deciding.decision]

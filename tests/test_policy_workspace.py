@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from antigravity_sdk import PolicyError, ToolCall, policy
-from antigravity_sdk.policy import (
+from antigravity_sdk.policy import PolicyEnforcer
+from antigravity_sdk.policy._workspace import (
     _NO_URIS,
     _OPTIONAL_PATHS,
     _PATH_ARGUMENTS,
     _PATH_LISTS,
-    PolicyEnforcer,
 )
 
 COMPONENTS = (

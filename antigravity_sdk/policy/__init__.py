@@ -1,0 +1,58 @@
+"""Declarative, explainable, fail-closed tool-call policies.
+
+A `Policy` says what happens to calls of one tool pattern: APPROVE, DENY or ASK_USER,
+optionally only when a predicate holds. `enforce()` validates a list of policies and
+compiles it into a `PolicyEnforcer`, a `Hook` whose `pre_tool_call` decides every call:
+the nine buckets (`BUCKETS`, `Policy.bucket`) first, then registration order. Policy
+files (TOML) load into a `PolicyFile` with `load()`.
+
+One module per concept, all private; this package is the public surface:
+`_rules` (policies, builders, buckets), `_workspace` (`workspace_only`), `_engine`
+(compilation and evaluation), `_file` (the TOML rule language).
+"""
+
+from __future__ import annotations
+
+from ._engine import PolicyDecision, PolicyEnforcer, TraceEntry, enforce
+from ._file import PolicyFile, load
+from ._rules import (
+    BUCKETS,
+    AskHandler,
+    Decision,
+    Policy,
+    Predicate,
+    allow,
+    allow_all,
+    allow_mcp,
+    ask_user,
+    ask_user_mcp,
+    confirm_run_command,
+    deny,
+    deny_all,
+    deny_mcp,
+)
+from ._workspace import workspace_only
+
+__all__ = [
+    "BUCKETS",
+    "AskHandler",
+    "Decision",
+    "Policy",
+    "PolicyDecision",
+    "PolicyEnforcer",
+    "PolicyFile",
+    "Predicate",
+    "TraceEntry",
+    "allow",
+    "allow_all",
+    "allow_mcp",
+    "ask_user",
+    "ask_user_mcp",
+    "confirm_run_command",
+    "deny",
+    "deny_all",
+    "deny_mcp",
+    "enforce",
+    "load",
+    "workspace_only",
+]
