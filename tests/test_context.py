@@ -1,4 +1,4 @@
-"""HookContext scopes, current_context() and thread-safe registration (API.md §2-§4)."""
+"""HookContext scopes, current_context() and thread-safe registration (docs/api.md: HookContext)."""
 
 from __future__ import annotations
 

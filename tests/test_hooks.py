@@ -1,4 +1,4 @@
-"""HookRunner: the dispatch table of API.md §3, row by row, for all nine events."""
+"""HookRunner: the dispatch table of docs/api.md, row by row, for all nine events."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Model-based tests: HookRunner against a small reference implementation of the table.
 
 Random lists of hooks with random behaviours, for every event, must give what the
-reference model (written here, from API.md §3) says: the outcome, which hooks ran, in
+reference model (written here, from docs/api.md, HookRunner) says: the outcome, which hooks ran, in
 which order, and which failures were logged. A state machine checks registration.
 """
 
@@ -142,7 +142,7 @@ class Expected:
 
 
 def reference(event: str, specs: list[Spec]) -> Expected:
-    """The table of API.md §3, as plainly as possible."""
+    """The table of docs/api.md (HookRunner), as plainly as possible."""
     category = CATEGORY[event]
     calls: list[str] = []
     logged: list[str] = []
