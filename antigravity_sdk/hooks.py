@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final
 
 from .context import HookContext, _current
-from .errors import ToolExecutionError
+from .errors import ConfigurationError, ToolExecutionError
 from .types import (
     AskQuestionEntry,
     ChatResponse,
@@ -160,7 +160,7 @@ class HookRunner:
 
     def __init__(self, hooks: Iterable[Hook] = (), *, timeout: float | None = None) -> None:
         if timeout is not None and timeout <= 0:
-            raise ValueError("timeout must be positive")
+            raise ConfigurationError("timeout must be positive")
         self._timeout = timeout
         self._lock = threading.Lock()
         self._events: dict[int, frozenset[str]] = {}

@@ -52,7 +52,7 @@ import pydantic
 import pydantic_core
 
 from .context import ToolContext
-from .errors import ToolExecutionError
+from .errors import ConfigurationError, ToolExecutionError
 from .types import ToolCall, ToolResult
 
 __all__ = ["FunctionTool", "Tool", "ToolRunner", "tool"]
@@ -109,7 +109,7 @@ class FunctionTool(Generic[P, R]):
             raise TypeError(f"a tool must be callable, got {fn!r}")
         tool_name = name if name is not None else getattr(fn, "__name__", None)
         if not isinstance(tool_name, str) or not _NAME_RE.match(tool_name):
-            raise ValueError(
+            raise ConfigurationError(
                 f"invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-', "
                 "starting with a letter or '_' (pass name=... for lambdas and partials)"
             )
@@ -204,7 +204,7 @@ class ToolRunner:
         """
         t = tool_or_fn if isinstance(tool_or_fn, Tool) else FunctionTool(tool_or_fn)
         if t.name in self._tools:
-            raise ValueError(f"a tool named {t.name!r} is already registered")
+            raise ConfigurationError(f"a tool named {t.name!r} is already registered")
         self._tools[t.name] = t
         return t
 

@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
+from .errors import AgentStateError, ConfigurationError
+
 __all__ = ["Trigger", "TriggerContext", "TriggerRunner", "every"]
 
 logger = logging.getLogger("antigravity_sdk.triggers")
@@ -112,10 +114,10 @@ def every(seconds: float, callback_or_message: str | Callback) -> Trigger:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise TypeError(f"every(): seconds must be a number, got {seconds!r}")
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"every(): seconds must be positive and finite, got {seconds!r}")
+        raise ConfigurationError(f"every(): seconds must be positive and finite, got {seconds!r}")
     if isinstance(callback_or_message, str):
         if not callback_or_message:
-            raise ValueError("every(): the message must not be empty")
+            raise ConfigurationError("every(): the message must not be empty")
     elif not callable(callback_or_message):
         raise TypeError(f"every(): expected a message or a callable, got {callback_or_message!r}")
     return _Every(float(seconds), callback_or_message)
@@ -163,7 +165,7 @@ class TriggerRunner:
     async def start(self, send: SendFn | None = None) -> None:
         """Start one task per trigger; `send` delivers their messages to the agent."""
         if self._ctx is not None:
-            raise RuntimeError("TriggerRunner is already running")
+            raise AgentStateError("TriggerRunner is already running")
         send = send if send is not None else self._send
         if send is None:
             raise TypeError("TriggerRunner.start() needs a send function")

@@ -27,7 +27,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import HarnessConnectionError, ProtocolError
+from ..errors import ConfigurationError, HarnessConnectionError, ProtocolError
 from . import wire
 from .install import find_harness
 from .protocol import decode_frame
@@ -326,11 +326,11 @@ class RemoteConnection(_WebSocketLink):
         self.host = host or os.environ.get("ANTIGRAVITY_HARNESS_HOST", "127.0.0.1")
         raw_port = port if port is not None else os.environ.get("ANTIGRAVITY_HARNESS_PORT")
         if raw_port is None:
-            raise ValueError("RemoteConnection needs a port (or ANTIGRAVITY_HARNESS_PORT)")
+            raise ConfigurationError("RemoteConnection needs a port (or ANTIGRAVITY_HARNESS_PORT)")
         self.port = int(raw_port)
         key = api_key if api_key is not None else os.environ.get("ANTIGRAVITY_API_KEY")
         if not key:
-            raise ValueError("RemoteConnection needs an api_key (or ANTIGRAVITY_API_KEY)")
+            raise ConfigurationError("RemoteConnection needs an api_key (or ANTIGRAVITY_API_KEY)")
         self.api_key = key
 
     async def open(self, *, storage_dir: Path, home: Path) -> None:

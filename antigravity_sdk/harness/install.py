@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import HarnessInstallError, HarnessNotFoundError
+from ..errors import ConfigurationError, HarnessInstallError, HarnessNotFoundError
 
 __all__ = [
     "BINARY_NAME",
@@ -117,7 +117,7 @@ def _is_executable(path: Path) -> bool:
 
 def _check_version(version: str) -> None:
     if not _VERSION_RE.match(version):
-        raise ValueError(f"not a version number: {version!r}")
+        raise ConfigurationError(f"not a version number: {version!r}")
 
 
 def _install_hint() -> str:
