@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from antigravity_sdk import Agent, HookResult, HookRunner, ToolCall
+from antigravity_sdk import Agent, HookResult, HookRunner, ToolCall, TurnDeniedError
 from antigravity_sdk.harness.effects import (
     AskUser,
     ConfirmTool,
@@ -163,6 +163,55 @@ async def test_a_cancelled_decision_is_answered_fail_closed_once(
         await agent.stop()  # cancels the pending answer: it answers as it unwinds
     (answer,) = conn.sent_with(ANSWER_KEYS[kind])
     assert FAIL_CLOSED[kind](answer), answer
+
+
+class DenyingTurns(HookRunner):
+    async def dispatch_pre_turn(self) -> HookResult:
+        return HookResult.denied("quota used up")
+
+
+class BreakingTurns(HookRunner):
+    async def dispatch_pre_turn(self) -> HookResult:
+        raise RuntimeError("turn gate exploded")
+
+
+@pytest.mark.parametrize(
+    ("runner", "reason"),
+    [(DenyingTurns(), "quota used up"), (BreakingTurns(), "turn gate exploded")],
+)
+async def test_a_denied_or_failed_pre_turn_is_the_turns_denial(
+    runner: HookRunner, reason: str, scripted_agent: Any
+) -> None:
+    """The harness cancels a turn whose PRE_TURN is denied; chat() then raises with the
+    denial, whether a hook denied or deciding failed."""
+    agent, conn = scripted_agent(lambda builder: builder.allow_all())
+    real_send = conn.send
+
+    async def play_the_harness(frame: dict[str, Any]) -> None:
+        await real_send(frame)
+        if "userInput" in frame:
+            conn.incoming.put_nowait(
+                {
+                    "callHookRequest": {
+                        "requestId": "hook_request_1",
+                        "type": "LIFECYCLE_HOOK_PRE_TURN",
+                        "preTurnArgs": {"userInput": {"parts": [{"text": "hi"}]}},
+                    }
+                }
+            )
+        elif "callHookResponse" in frame:
+            update = {"trajectoryId": MAIN, "state": "STATE_CANCELLED"}
+            conn.incoming.put_nowait({"trajectoryStateUpdate": update})
+
+    conn.send = play_the_harness
+    async with agent:
+        agent.hook_runner = runner
+        with pytest.raises(TurnDeniedError, match=reason) as info:
+            await asyncio.wait_for(agent.chat("hi"), 5)
+    assert info.value.result.allow is False
+    (answer,) = conn.sent_with("callHookResponse")
+    assert answer["callHookResponse"]["preTurnResult"]["decision"] == "DENY"
+    assert reason in answer["callHookResponse"]["preTurnResult"]["reason"]
 
 
 # -- the request effects on their own ----------------------------------------------------
