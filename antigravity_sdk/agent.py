@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from . import policy as policy_mod
+from . import policy
 from .context import ToolContext
 from .errors import (
     AntigravityError,
@@ -36,9 +36,25 @@ from .errors import (
     HarnessConnectionError,
     TurnDeniedError,
 )
-from .harness import protocol as p
-from .harness.catalog import TOOLS, Governance, ToolGuard, tools_enabled_by
-from .harness.protocol import Effect, HookCall, SessionCore, TurnEnded
+from .harness.catalog import (
+    RESERVED_TOOL_NAMES,
+    TOOLS,
+    Governance,
+    ToolGuard,
+    tools_enabled_by,
+)
+from .harness.effects import (
+    HALT,
+    SESSION_END,
+    Chunk,
+    Effect,
+    Frame,
+    Initialized,
+    Request,
+    SessionEnded,
+    TurnEnded,
+)
+from .harness.protocol import SessionCore
 from .hooks import Hook, HookRunner
 from .policy._rules import _is_duration
 from .types import (
@@ -49,7 +65,6 @@ from .types import (
     McpServer,
     Step,
     StreamChunk,
-    ToolResult,
 )
 
 if TYPE_CHECKING:
@@ -140,65 +155,59 @@ class AgentBuilder:
     """Fluent configuration for an `Agent`; `build()` validates it (policies included)."""
 
     def __init__(self) -> None:
-        self._s = _Settings()
+        self._settings = _Settings()
 
     def hook(self, hook: Hook) -> AgentBuilder:
-        self._s.hooks.append(hook)
-        return self
+        return self.hooks([hook])
 
     def hooks(self, hooks: Iterable[Hook]) -> AgentBuilder:
-        self._s.hooks.extend(hooks)
+        self._settings.hooks.extend(hooks)
         return self
 
     def policy(self, policy: Policy | Sequence[Any]) -> AgentBuilder:
-        self._declare(policy)
-        self._s.policies.append(policy)
-        return self
+        return self.policies([policy])
 
     def policies(self, policies: Iterable[Any]) -> AgentBuilder:
         """Add policies. A `PolicyFile` (`policy.load`) also brings the MCP servers it
         declares: without `.mcp_server(...)`s its `server/tool` rules are checked against
         those names (with them, against the configured servers)."""
-        self._declare(policies)
-        self._s.policies.extend(policies)
+        items = list(policies)
+        for source in (policies, *items):
+            if isinstance(source, policy.PolicyFile):
+                self._settings.declared_servers.extend(source.mcp_servers)
+        self._settings.policies.extend(items)
         return self
-
-    def _declare(self, policies: object) -> None:
-        if isinstance(policies, policy_mod.PolicyFile):
-            self._s.declared_servers.extend(policies.mcp_servers)
 
     def allow_all(self) -> AgentBuilder:
         """Add the catch-all allow (instead of the default `confirm_run_command()`)."""
-        self._s.policies.append(policy_mod.allow_all())
-        return self
+        return self.policy(policy.allow_all())
 
     def tool(self, tool: Any) -> AgentBuilder:
         """A host-side tool: a `Tool`, a `@tool` function or a plain (a)sync function."""
-        self._s.tools.append(tool)
-        return self
+        return self.tools([tool])
 
     def tools(self, tools: Iterable[Any]) -> AgentBuilder:
-        self._s.tools.extend(tools)
+        self._settings.tools.extend(tools)
         return self
 
     def trigger(self, trigger: Trigger) -> AgentBuilder:
-        self._s.triggers.append(trigger)
+        self._settings.triggers.append(trigger)
         return self
 
     def mcp_server(self, server: McpServer) -> AgentBuilder:
-        self._s.mcp_servers.append(server)
+        self._settings.mcp_servers.append(server)
         return self
 
     def workspaces(self, paths: Iterable[str | os.PathLike[str]]) -> AgentBuilder:
-        self._s.workspaces.extend(Path(p).expanduser().resolve() for p in paths)
+        self._settings.workspaces.extend(Path(path).expanduser().resolve() for path in paths)
         return self
 
     def system_instructions(self, text: str) -> AgentBuilder:
-        self._s.system_instructions = text
+        self._settings.system_instructions = text
         return self
 
     def capabilities(self, capabilities: CapabilitiesConfig) -> AgentBuilder:
-        self._s.capabilities = capabilities
+        self._settings.capabilities = capabilities
         return self
 
     def model(
@@ -215,26 +224,27 @@ class AgentBuilder:
                 "the harness's OpenAI-compatible endpoint takes no API key; "
                 "use an endpoint that needs none (Ollama, vLLM) or a Gemini model"
             )
-        self._s.model, self._s.base_url, self._s.api_key = model, base_url, api_key
+        settings = self._settings
+        settings.model, settings.base_url, settings.api_key = model, base_url, api_key
         return self
 
     def harness_path(self, path: str | os.PathLike[str]) -> AgentBuilder:
-        self._s.harness_path = path
+        self._settings.harness_path = path
         return self
 
     def save_dir(self, path: str | os.PathLike[str]) -> AgentBuilder:
         """Where the harness stores conversations (default: under the SDK's cache dir)."""
-        self._s.save_dir = Path(path)
+        self._settings.save_dir = Path(path)
         return self
 
     def app_data_dir(self, path: str | os.PathLike[str]) -> AgentBuilder:
         """Where the harness keeps its app data and its HOME (default: the SDK's cache)."""
-        self._s.app_data_dir = Path(path)
+        self._settings.app_data_dir = Path(path)
         return self
 
     def connection(self, connection: Connection) -> AgentBuilder:
         """Use this connection (e.g. `RemoteConnection`) instead of spawning a harness."""
-        self._s.connection = connection
+        self._settings.connection = connection
         return self
 
     def allow_ungoverned(self, *routes: str) -> AgentBuilder:
@@ -253,7 +263,7 @@ class AgentBuilder:
                 f"allow_ungoverned(): unknown route(s) {unknown}; "
                 f"the ungoverned routes are {sorted(_UNGOVERNED_ROUTES)}"
             )
-        self._s.ungoverned |= frozenset(routes)
+        self._settings.ungoverned |= frozenset(routes)
         return self
 
     def hook_timeout(self, seconds: float | None) -> AgentBuilder:
@@ -261,12 +271,12 @@ class AgentBuilder:
         Policy predicates get the same bound (see `policy.enforce`)."""
         if seconds is not None and not _is_duration(seconds):
             raise ValueError(f"hook_timeout must be a positive, finite number, got {seconds!r}")
-        self._s.hook_timeout = seconds
+        self._settings.hook_timeout = seconds
         return self
 
     def turn_timeout(self, seconds: float) -> AgentBuilder:
         """Bound each turn (default 600 s); past it the turn is halted and TimeoutError raised."""
-        self._s.turn_timeout = seconds
+        self._settings.turn_timeout = seconds
         return self
 
     def build(self) -> Agent:
@@ -275,23 +285,25 @@ class AgentBuilder:
         signatures, and the policies (no rule that could never match)."""
         from .tools import ToolRunner
 
-        s = replace(self._s)
-        _check_capabilities(s)
-        tools = ToolRunner(s.tools, context=ToolContext())
-        clashes = sorted(set(tools.tools) & p.RESERVED_TOOL_NAMES)
+        settings = replace(self._settings)
+        _check_capabilities(settings)
+        tools = ToolRunner(settings.tools, context=ToolContext())
+        clashes = sorted(set(tools.tools) & RESERVED_TOOL_NAMES)
         if clashes:
             raise ConfigurationError(
                 f"host-side tool names {clashes} are the harness's own tool names; "
                 "hooks and policies could not tell the two apart"
             )
-        policies = s.policies or default_policies(s.workspaces)
+        policies = settings.policies or default_policies(settings.workspaces)
         # The enforcer bounds its own predicates by the hook timeout: a blocking sync
         # predicate would otherwise stall the event loop, so the hook bound never fires.
-        servers = s.mcp_servers or s.declared_servers or None
-        enforcer = policy_mod.enforce(
-            policies, mcp_servers=servers, tools=tools.tools, timeout=s.hook_timeout
+        enforcer = policy.enforce(
+            policies,
+            mcp_servers=settings.mcp_servers or settings.declared_servers or None,
+            tools=tools.tools,
+            timeout=settings.hook_timeout,
         )
-        return Agent(s, enforcer, tools)
+        return Agent(settings, enforcer, tools)
 
 
 _UNGOVERNED_ROUTES: Final = frozenset(
@@ -308,27 +320,27 @@ def default_policies(workspaces: Sequence[Path] = ()) -> list[Any]:
     scripts denied (no one to confirm them), file tools kept inside the workspaces that
     were configured, everything else allowed."""
     return [
-        *policy_mod.confirm_run_command(),
-        policy_mod.deny(
+        *policy.confirm_run_command(),
+        policy.deny(
             "run_workflow",
             name="confirm_run_workflow",
             reason="run_workflow is denied by policy 'confirm_run_workflow': a workflow "
             "script runs arbitrary code on the host, and no confirmation handler is "
             "configured.",
         ),
-        *(policy_mod.workspace_only(workspaces) if workspaces else ()),
+        *(policy.workspace_only(workspaces) if workspaces else ()),
     ]
 
 
-def _check_capabilities(s: _Settings) -> None:
+def _check_capabilities(settings: _Settings) -> None:
     """Refuse tools the harness never asks about unless opted into; warn on opt-ins."""
-    enabled = s.capabilities.enabled_tools
+    enabled = settings.capabilities.enabled_tools
     ungoverned = sorted(
         spec.name
         for spec in TOOLS.values()
         if spec.governance is Governance.NEVER_ASKED and spec.capability in enabled
     )
-    missing = [name for name in ungoverned if name not in s.ungoverned]
+    missing = [name for name in ungoverned if name not in settings.ungoverned]
     if missing:
         raise ConfigurationError(
             f"the capabilities enable {missing}, which the harness runs without asking "
@@ -336,7 +348,7 @@ def _check_capabilities(s: _Settings) -> None:
             "CapabilitiesConfig.enabled_tools, or accept that with "
             f".allow_ungoverned({', '.join(map(repr, missing))})"
         )
-    for route in sorted(s.ungoverned):
+    for route in sorted(settings.ungoverned):
         logger.warning(
             "allow_ungoverned(%r): the harness runs this route without asking hooks or policies",
             route,
@@ -356,7 +368,7 @@ class Agent:
     """
 
     def __init__(self, settings: _Settings, enforcer: PolicyEnforcer, tools: ToolRunner) -> None:
-        self._s = settings
+        self._settings = settings
         self.policy_enforcer = enforcer
         self._hooks: list[Hook] = list(settings.hooks)
         self.hook_runner: HookRunner | None = None
@@ -391,6 +403,13 @@ class Agent:
     def started(self) -> bool:
         return self._started
 
+    @property
+    def harness_pid(self) -> int | None:
+        """The process id of the harness this agent spawned, from `start()` to `stop()`;
+        None for a remote harness (`RemoteConnection`) or an agent that is not started."""
+        pid = getattr(self._conn, "pid", None)
+        return pid if isinstance(pid, int) else None
+
     def register_hook(self, hook: Hook) -> None:
         """Add a hook (before the PolicyEnforcer); only before `start()`."""
         if self._started:
@@ -413,26 +432,26 @@ class Agent:
         from .harness.config import harness_config
         from .harness.connection import LocalConnection
 
-        s = self._s
+        settings = self._settings
         self._started = True
         self._reset_session()
         try:
             model = await self._model_settings()
             root = _default_root()
-            save_dir = (s.save_dir or root / "conversations").resolve()
-            app_data = (s.app_data_dir or root / "app-data").resolve()
+            save_dir = (settings.save_dir or root / "conversations").resolve()
+            app_data = (settings.app_data_dir or root / "app-data").resolve()
             self.hook_runner = HookRunner(
-                [*self._hooks, self.policy_enforcer], timeout=s.hook_timeout
+                [*self._hooks, self.policy_enforcer], timeout=settings.hook_timeout
             )
             host_tools = frozenset(self._tools.tools)
             guard = ToolGuard(
-                enabled=tools_enabled_by(s.capabilities.enabled_tools) | host_tools,
-                mcp_servers=frozenset(server.name for server in s.mcp_servers),
-                any_subagent="subagents" in s.ungoverned,
+                enabled=tools_enabled_by(settings.capabilities.enabled_tools) | host_tools,
+                mcp_servers=frozenset(server.name for server in settings.mcp_servers),
+                any_subagent="subagents" in settings.ungoverned,
             )
             self._core = SessionCore(host_tools, guard)
-            self._conn = s.connection or LocalConnection(
-                s.harness_path, startup_timeout=s.startup_timeout
+            self._conn = settings.connection or LocalConnection(
+                settings.harness_path, startup_timeout=settings.startup_timeout
             )
             await self._conn.open(storage_dir=save_dir, home=app_data / "home")
             # The reader holds the agent only weakly, so an agent dropped without stop()
@@ -451,22 +470,24 @@ class Agent:
             await self._conn.send(
                 harness_config(
                     model=model,
-                    workspaces=s.workspaces or [Path.cwd()],
+                    workspaces=settings.workspaces or [Path.cwd()],
                     app_data_dir=app_data,
-                    capabilities=s.capabilities,
+                    capabilities=settings.capabilities,
                     hook_events=self.hook_runner.subscribed_events(),
-                    system_instructions=s.system_instructions,
+                    system_instructions=settings.system_instructions,
                     tools=self._tools.declarations(),
-                    mcp_servers=s.mcp_servers,
+                    mcp_servers=settings.mcp_servers,
                 )
             )
-            await self._wait(self._initialized, s.startup_timeout, "initialize the conversation")
+            await self._wait(
+                self._initialized, settings.startup_timeout, "initialize the conversation"
+            )
             self._idle.set()
             await self._session_hooks(self.hook_runner.dispatch_session_start, "on_session_start")
-            if s.triggers:
+            if settings.triggers:
                 from .triggers import TriggerRunner
 
-                self._triggers = TriggerRunner(s.triggers)
+                self._triggers = TriggerRunner(settings.triggers)
                 await self._triggers.start(self._trigger_send)
         except BaseException:
             await self._shutdown()
@@ -496,7 +517,7 @@ class Agent:
                 await self._session_hooks(self.hook_runner.dispatch_session_end, "on_session_end")
             if self._conn is not None and self._failure is None and self._initialized.is_set():
                 with contextlib.suppress(Exception):
-                    await self._conn.send(p.SESSION_END)
+                    await self._conn.send(SESSION_END)
                     await self._wait(self._session_ended, _SESSION_END_TIMEOUT, "end the session")
         finally:
             await self._shutdown()
@@ -537,24 +558,24 @@ class Agent:
     async def _model_settings(self) -> Any:
         from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings
 
-        s = self._s
-        if _is_served_model(s.model):
-            if not s.model.started:
-                await s.model.start()
-                self._owned_model = s.model
-            return ModelSettings(name=s.model.model_name, base_url=s.model.base_url)
-        if s.base_url is not None:
-            if not s.model:
+        settings = self._settings
+        if _is_served_model(settings.model):
+            if not settings.model.started:
+                await settings.model.start()
+                self._owned_model = settings.model
+            return ModelSettings(name=settings.model.model_name, base_url=settings.model.base_url)
+        if settings.base_url is not None:
+            if not settings.model:
                 raise AntigravityError("model(name, base_url=...) needs a model name")
-            return ModelSettings(name=s.model, base_url=s.base_url)
-        key = s.api_key or os.environ.get("GEMINI_API_KEY")
+            return ModelSettings(name=settings.model, base_url=settings.base_url)
+        key = settings.api_key or os.environ.get("GEMINI_API_KEY")
         if not key:
             raise AntigravityError(
                 "no model configured: pass .model(ScriptedModel(...)), "
                 ".model(name, base_url=...) for an OpenAI-compatible endpoint, "
                 "or set GEMINI_API_KEY for Gemini"
             )
-        return ModelSettings(name=s.model or DEFAULT_GEMINI_MODEL, api_key=key)
+        return ModelSettings(name=settings.model or DEFAULT_GEMINI_MODEL, api_key=key)
 
     async def _wait(self, event: asyncio.Event, seconds: float, what: str) -> None:
         try:
@@ -591,7 +612,7 @@ class Agent:
         turn = self._turn(prompt, streaming=True)
         async with self._turn_lock, contextlib.aclosing(turn):
             async for item in turn:
-                if isinstance(item, p.Chunk):
+                if isinstance(item, Chunk):
                     chunk = item.chunk
                     if subagents or chunk.trajectory_id == self.conversation_id:
                         yield chunk
@@ -615,7 +636,7 @@ class Agent:
         self._idle.clear()
         scope = self.hook_runner.begin_turn(prompt)
         finished = False
-        deadline = asyncio.get_running_loop().time() + self._s.turn_timeout
+        deadline = asyncio.get_running_loop().time() + self._settings.turn_timeout
         try:
             await self._conn.send(self._core.user_input(prompt, streaming=streaming))
             while True:
@@ -624,7 +645,7 @@ class Agent:
                         item = await queue.get()
                 except TimeoutError:
                     raise TimeoutError(
-                        f"the turn did not finish within {self._s.turn_timeout}s (halted)"
+                        f"the turn did not finish within {self._settings.turn_timeout}s (halted)"
                     ) from None
                 if isinstance(item, BaseException):
                     finished = True
@@ -654,7 +675,7 @@ class Agent:
             task.cancel()  # each answers fail-closed as it unwinds
         if pending:
             await asyncio.wait(pending, timeout=1.0)
-        await self._send_quietly(p.HALT)
+        await self._send_quietly(HALT)
 
     def _finish(self, ended: TurnEnded) -> ChatResponse:
         if ended.cancelled and self._denial is not None:
@@ -694,68 +715,50 @@ class Agent:
         return task
 
     def _handle(self, effect: Effect) -> None:
-        if isinstance(effect, p.Chunk):  # only built when the turn streams
+        if isinstance(effect, Chunk):  # only built when the turn streams
             if self._queue is not None:
                 self._queue.put_nowait(effect)
-        elif isinstance(effect, p.TurnEnded):
+        elif isinstance(effect, TurnEnded):
             self._idle.set()
             if self._queue is not None:
                 self._queue.put_nowait(effect)
-        elif isinstance(effect, p.Initialized):
+        elif isinstance(effect, Initialized):
             self.conversation_id = effect.conversation_id
             self.history.extend(effect.history)
             if self._tools is not None:
                 self._tools.context.conversation_id = effect.conversation_id
             self._initialized.set()
-        elif isinstance(effect, p.SessionEnded):
+        elif isinstance(effect, SessionEnded):
             self._session_ended.set()
         else:
             task = self._spawn(self._answer(effect), eager=True)
             self._answers.add(task)
             task.add_done_callback(self._answers.discard)
 
-    async def _answer(
-        self, effect: p.HookCall | p.RunTool | p.AskUser | p.ConfirmTool | p.PolicyRequest
-    ) -> None:
-        """Work out the answer to `effect` and send it, exactly once. If that fails or is
-        cancelled, the answer is the fail-closed one (deny, error, cancel)."""
+    async def _answer(self, request: Request) -> None:
+        """Work out the answer to `request` and send it, exactly once. If that fails or is
+        cancelled, the answer is its fail-closed refusal (deny, failed tool, cancel)."""
         try:
-            reply = await self._reply_to(effect)
+            hooks = self.hook_runner
+            assert hooks is not None, "answering before start()"
+            # Any: what one request's `decide` returns is what its own `reply` takes.
+            outcome: Any = await request.decide(hooks, self._tools)
+            if request.gates_turn and not outcome.allow:
+                self._denial = outcome
+            reply = request.reply(outcome)
         except BaseException as exc:
             if not isinstance(exc, asyncio.CancelledError):
-                logger.error("answering %s failed (answering fail-closed): %s", effect, exc)
-            if isinstance(effect, p.HookCall) and effect.event == "pre_turn":
-                self._denial = HookResult(allow=False, message=_failure_reason(exc))
-            await self._send_quietly(_fail_closed(effect, exc))
+                logger.error("answering %s failed (answering fail-closed): %s", request, exc)
+            reason = _failure_reason(exc)
+            if request.gates_turn:
+                self._denial = HookResult(allow=False, message=reason)
+            await self._send_quietly(request.refuse(reason))
             if isinstance(exc, Exception):
                 return
             raise
         await self._send_quietly(reply)
 
-    async def _reply_to(
-        self, effect: p.HookCall | p.RunTool | p.AskUser | p.ConfirmTool | p.PolicyRequest
-    ) -> p.Reply:
-        runner, tools = self.hook_runner, self._tools
-        assert runner is not None and tools is not None
-        if isinstance(effect, p.HookCall):
-            if effect.refusal:  # unsafe to decide: no hook gets the chance to allow it
-                logger.warning("refusing %s: %s", effect.event, effect.refusal)
-                return p.hook_reply(effect, HookResult(allow=False, message=effect.refusal))
-            return p.hook_reply(effect, await self._dispatch(effect))
-        if isinstance(effect, p.RunTool):
-            return p.tool_reply(effect.call, await tools.run(effect.call))
-        if isinstance(effect, p.AskUser):
-            return p.question_reply(effect, await runner.dispatch_interaction(effect.questions))
-        if isinstance(effect, p.ConfirmTool):
-            if effect.call is None:
-                return p.confirmation_reply(effect, False)
-            decision = await runner.dispatch_pre_tool_call(effect.call)
-            return p.confirmation_reply(effect, decision.allow)
-        if effect.refusal:
-            return p.policy_reply(effect, HookResult(allow=False, message=effect.refusal))
-        return p.policy_reply(effect, await runner.dispatch_pre_tool_call(effect.call))
-
-    async def _send_quietly(self, frame: dict[str, Any]) -> None:
+    async def _send_quietly(self, frame: Frame) -> None:
         conn = self._conn
         if conn is None:
             return
@@ -763,27 +766,6 @@ class Agent:
             await conn.send(frame)
         except Exception as exc:  # the reader reports a dead connection; nothing to add
             logger.debug("could not send %s: %s", next(iter(frame)), exc)
-
-    async def _dispatch(self, call: HookCall) -> Any:
-        runner = self.hook_runner
-        assert runner is not None and self._core is not None
-        event = call.event
-        if event == "pre_tool_call":
-            return await runner.dispatch_pre_tool_call(call.arg)
-        if event == "post_tool_call":
-            return await runner.dispatch_post_tool_call(call.arg)
-        if event == "on_tool_error":
-            return await runner.dispatch_on_tool_error(call.arg)
-        if event == "pre_turn":
-            result = await runner.dispatch_pre_turn()
-            if not result.allow:
-                self._denial = result
-            return result
-        if event == "post_turn":
-            return await runner.dispatch_post_turn(self._core.response())
-        if event == "on_compaction":
-            return await runner.dispatch_on_compaction(call.arg)
-        return None
 
 
 def _check_prompt(prompt: object) -> None:
@@ -802,24 +784,6 @@ def _check_prompt(prompt: object) -> None:
 
 def _failure_reason(exc: BaseException) -> str:
     return f"the SDK could not decide: {type(exc).__name__}: {exc}".rstrip(": ")
-
-
-def _fail_closed(
-    effect: p.HookCall | p.RunTool | p.AskUser | p.ConfirmTool | p.PolicyRequest,
-    exc: BaseException,
-) -> p.Reply:
-    """The most conservative answer to `effect`: deny, fail the tool, cancel the questions."""
-    reason = _failure_reason(exc)
-    if isinstance(effect, p.HookCall):
-        return p.failed_hook_reply(effect, reason)
-    if isinstance(effect, p.RunTool):
-        failed = ToolResult(name=effect.call.name, id=effect.call.id, error=reason)
-        return p.tool_reply(effect.call, failed)
-    if isinstance(effect, p.AskUser):
-        return p.question_reply(effect, None)
-    if isinstance(effect, p.ConfirmTool):
-        return p.confirmation_reply(effect, False)
-    return p.policy_reply(effect, HookResult(allow=False, message=reason))
 
 
 # -- module-level so that nothing the event loop holds keeps an Agent alive ---------------

@@ -18,7 +18,7 @@ from .errors import PolicyError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .harness.protocol import SandboxStatus
+    from .harness.effects import SandboxStatus
     from .policy import PolicyEnforcer
 
 __all__ = ["COMMANDS", "main"]
@@ -153,7 +153,8 @@ async def _initialize(harness: Path) -> SandboxStatus | None:
 
     from .harness.config import ModelSettings, harness_config
     from .harness.connection import LocalConnection
-    from .harness.protocol import Initialized, SessionCore
+    from .harness.effects import Initialized
+    from .harness.protocol import SessionCore
     from .types import CapabilitiesConfig
 
     conn = LocalConnection(harness, startup_timeout=30.0)

@@ -22,7 +22,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .context import HookContext, _current
 from .errors import ConfigurationError, ToolExecutionError
@@ -38,19 +38,6 @@ from .types import (
 __all__ = ["EVENTS", "Hook", "HookRunner"]
 
 logger = logging.getLogger("antigravity_sdk.hooks")
-
-EVENTS: Final = (
-    "on_session_start",
-    "on_session_end",
-    "pre_turn",
-    "post_turn",
-    "pre_tool_call",
-    "post_tool_call",
-    "on_tool_error",
-    "on_interaction",
-    "on_compaction",
-)
-"""The nine lifecycle methods, in the order of `Hook`'s definition."""
 
 
 class Hook:
@@ -94,6 +81,11 @@ class Hook:
         """Inspect: the harness compacted the conversation into `summary`."""
 
 
+EVENTS: Final = tuple(
+    name for name, member in vars(Hook).items() if inspect.iscoroutinefunction(member)
+)
+"""The nine lifecycle events: `Hook`'s methods, in the order of its definition."""
+
 Method = Callable[..., Awaitable[Any]]
 Entry = tuple[str, Method]  # (hook class name, bound method)
 
@@ -119,21 +111,16 @@ def overridden_events(hook: Hook) -> frozenset[str]:
 class _Snapshot:
     """An immutable view of the registered hooks: per event, the (name, method) entries.
 
-    One attribute per event (not a dict) so a dispatch reads its entries in one step.
+    One slot per event (not a dict) so a dispatch reads its entries in one step.
     """
 
     __slots__ = ("hooks", *EVENTS)
 
     hooks: tuple[Hook, ...]
-    on_session_start: tuple[Entry, ...]
-    on_session_end: tuple[Entry, ...]
-    pre_turn: tuple[Entry, ...]
-    post_turn: tuple[Entry, ...]
-    pre_tool_call: tuple[Entry, ...]
-    post_tool_call: tuple[Entry, ...]
-    on_tool_error: tuple[Entry, ...]
-    on_interaction: tuple[Entry, ...]
-    on_compaction: tuple[Entry, ...]
+
+    if TYPE_CHECKING:  # the event slots, typed without spelling the events out again
+
+        def __getattr__(self, event: str) -> tuple[Entry, ...]: ...
 
     def __init__(self, hooks: tuple[Hook, ...], events: dict[int, frozenset[str]]) -> None:
         self.hooks = hooks
@@ -149,6 +136,23 @@ class _Snapshot:
 
 
 _ALLOWED: Final = HookResult.ALLOWED
+
+_DISPATCHERS: dict[str, tuple[str, bool]] = {}
+"""Hook event -> (the `HookRunner` method that dispatches it, whether that takes an argument)."""
+
+_D = TypeVar("_D", bound=Callable[..., Awaitable[Any]])
+
+
+def _dispatches(hook_method: Callable[..., Awaitable[Any]]) -> Callable[[_D], _D]:
+    """Register the decorated `dispatch_*` method as the one `HookRunner.dispatch` uses for
+    the event `hook_method` defines (named by the `Hook` method itself, never spelt again)."""
+
+    def register(dispatcher: _D) -> _D:
+        takes_arg = dispatcher.__code__.co_argcount > 1
+        _DISPATCHERS[hook_method.__name__] = (dispatcher.__name__, takes_arg)
+        return dispatcher
+
+    return register
 
 
 class HookRunner:
@@ -239,17 +243,31 @@ class HookRunner:
         return op
 
     # -- dispatch -------------------------------------------------------------------------
-    #
-    # pre_tool_call and post_tool_call run once per tool call, so their loops are written
-    # out here (one coroutine frame fewer, no argument tuples); the other events share
-    # `_decide` and `_inspect`, which implement the same rules.
 
+    async def dispatch(self, event: str, arg: Any = None) -> Any:
+        """Dispatch `event` (one of `EVENTS`) by name: what its `dispatch_*` method returns.
+
+        `arg` is that method's argument; the events that take none ignore it. An unknown
+        event is a `ValueError`.
+        """
+        dispatcher = _DISPATCHERS.get(event)
+        if dispatcher is None:
+            raise ValueError(f"unknown hook event {event!r}; the events are {', '.join(EVENTS)}")
+        name, takes_arg = dispatcher
+        method = getattr(self, name)  # a subclass's override counts
+        return await (method(arg) if takes_arg else method())
+
+    @_dispatches(Hook.on_session_start)
     async def dispatch_session_start(self) -> None:
-        await self._inspect(self._snapshot.on_session_start, "on_session_start", self.session, ())
+        entries = self._snapshot.on_session_start
+        await self._inspect(entries, "on_session_start", self.session, ())
 
+    @_dispatches(Hook.on_session_end)
     async def dispatch_session_end(self) -> None:
-        await self._inspect(self._snapshot.on_session_end, "on_session_end", self.session, ())
+        entries = self._snapshot.on_session_end
+        await self._inspect(entries, "on_session_end", self.session, ())
 
+    @_dispatches(Hook.pre_turn)
     async def dispatch_pre_turn(self) -> HookResult:
         entries = self._snapshot.pre_turn
         if not entries:
@@ -257,6 +275,7 @@ class HookRunner:
             return _ALLOWED
         return await self._decide(entries, "pre_turn", self._turn_scope(), ())
 
+    @_dispatches(Hook.post_turn)
     async def dispatch_post_turn(self, response: ChatResponse) -> None:
         try:
             entries = self._snapshot.post_turn
@@ -265,6 +284,13 @@ class HookRunner:
         finally:
             self.end_turn()
 
+    # pre_tool_call and post_tool_call run once per tool call, so their loops are written
+    # out here rather than shared with `_decide` and `_inspect` (same rules): one coroutine
+    # frame and one argument tuple fewer per hook. Measured in one run (benches, 1/10/100
+    # hooks): the shared loops took 1.18x/1.28x/1.45x as long for pre_tool_call, and
+    # 1.20x/1.27x/1.14x for post_tool_call.
+
+    @_dispatches(Hook.pre_tool_call)
     async def dispatch_pre_tool_call(self, tool_call: ToolCall) -> HookResult:
         """Decide: the first deny is returned as is; a failing hook denies (fail-closed)."""
         entries = self._snapshot.pre_tool_call
@@ -303,6 +329,7 @@ class HookRunner:
             self._operations.pop(tool_call.id, None)
         return result
 
+    @_dispatches(Hook.post_tool_call)
     async def dispatch_post_tool_call(self, result: ToolResult) -> None:
         """Inspect: every hook runs; failures are logged and contained."""
         entries = self._snapshot.post_tool_call
@@ -330,6 +357,7 @@ class HookRunner:
         finally:
             _current.reset(token)
 
+    @_dispatches(Hook.on_tool_error)
     async def dispatch_on_tool_error(self, error: Exception) -> tuple[HookResult, Any | None]:
         """First hook that recovers (`allow=True`) wins; a failing hook means no recovery."""
         entries = self._snapshot.on_tool_error
@@ -359,6 +387,7 @@ class HookRunner:
         finally:
             _current.reset(token)
 
+    @_dispatches(Hook.on_interaction)
     async def dispatch_interaction(
         self, questions: Sequence[AskQuestionEntry]
     ) -> QuestionHookResult | None:
@@ -386,8 +415,10 @@ class HookRunner:
         finally:
             _current.reset(token)
 
+    @_dispatches(Hook.on_compaction)
     async def dispatch_on_compaction(self, summary: str) -> None:
-        await self._inspect(self._snapshot.on_compaction, "on_compaction", self.session, (summary,))
+        entries = self._snapshot.on_compaction
+        await self._inspect(entries, "on_compaction", self.session, (summary,))
 
     # -- the shared loops ---------------------------------------------------------------
 
@@ -417,6 +448,7 @@ class HookRunner:
         scope: HookContext,
         args: tuple[Any, ...],
     ) -> HookResult:
+        """The first deny wins; a failure, or an answer that is not a HookResult, denies."""
         token = _current.set(scope)
         try:
             for name, method in entries:
@@ -445,6 +477,7 @@ class HookRunner:
         scope: HookContext,
         args: tuple[Any, ...],
     ) -> None:
+        """Every hook runs; a failure is logged and contained."""
         if not entries:
             return
         token = _current.set(scope)

@@ -423,17 +423,21 @@ def callback_path_us(rounds: int = 20000) -> tuple[float, float]:
     """Our code alone on one PRE_TOOL callback, no sockets: decode, core, hook + predicate
     policy, reply, encode. Returns (inline, with the task the agent spawns per callback)."""
     from antigravity_sdk import HookRunner, policy
-    from antigravity_sdk.harness import protocol as p
+    from antigravity_sdk.harness.effects import HookCall
+    from antigravity_sdk.harness.protocol import SessionCore
+    from antigravity_sdk.harness.wire import decode_frame
+    from antigravity_sdk.tools import ToolRunner
 
     hook, policies = ours_hook_and_policies({"pre": 0, "post": 0})
     runner = HookRunner([hook, policy.enforce(policies)])
-    core = p.SessionCore()
+    tools = ToolRunner()
+    core = SessionCore()
 
     async def one() -> str:
-        (call,) = core.receive(p.decode_frame(_PRE_TOOL_FRAME))
-        assert isinstance(call, p.HookCall)
-        result = await runner.dispatch_pre_tool_call(call.arg)
-        return json.dumps(p.hook_reply(call, result), separators=(",", ":"))
+        (call,) = core.receive(decode_frame(_PRE_TOOL_FRAME))
+        assert isinstance(call, HookCall)
+        answer = call.reply(await call.decide(runner, tools))  # as the agent answers
+        return json.dumps(answer, separators=(",", ":"))
 
     async def measure() -> tuple[float, float]:
         for _ in range(1000):

@@ -20,15 +20,17 @@ from antigravity_sdk import (
     policy,
 )
 from antigravity_sdk.agent import default_policies
-from antigravity_sdk.harness import protocol
 from antigravity_sdk.harness.catalog import (
     CAPABILITY_SWITCHES,
     INTERNAL_NAMES,
+    RESERVED_TOOL_NAMES,
     TOOLS,
     Governance,
     ToolGuard,
     tools_enabled_by,
 )
+from antigravity_sdk.harness.effects import HookCall
+from antigravity_sdk.harness.protocol import SessionCore
 from antigravity_sdk.testing import ScriptedModel
 
 # -- the table ------------------------------------------------------------------------------
@@ -68,7 +70,7 @@ def test_never_asked_tools_are_exactly_the_measured_ones() -> None:
 
 
 def test_reserved_names_cover_tools_and_internal_names() -> None:
-    assert set(TOOLS) | set(INTERNAL_NAMES) <= protocol.RESERVED_TOOL_NAMES
+    assert set(TOOLS) | set(INTERNAL_NAMES) <= RESERVED_TOOL_NAMES
 
 
 # -- the guard ------------------------------------------------------------------------------
@@ -128,16 +130,16 @@ def _pre_tool(name: str, args: str, server: str = "") -> dict[str, Any]:
 
 
 def test_core_refuses_before_any_hook() -> None:
-    core = protocol.SessionCore(frozenset({"lookup"}), GUARD)
+    core = SessionCore(frozenset({"lookup"}), GUARD)
     (call,) = core.receive(_pre_tool("run_command", '{"CommandLine": "rm -rf /"}'))
-    assert isinstance(call, protocol.HookCall) and "not enabled" in call.refusal
+    assert isinstance(call, HookCall) and "not enabled" in call.refusal
     (call,) = core.receive(_pre_tool("invoke_subagent", '{"subagents": [{"typename": "w"}]}'))
-    assert isinstance(call, protocol.HookCall) and "subagent type 'w'" in call.refusal
+    assert isinstance(call, HookCall) and "subagent type 'w'" in call.refusal
     (call,) = core.receive(_pre_tool("view_file", '{"AbsolutePath": "/ws/a"}'))
-    assert isinstance(call, protocol.HookCall) and call.refusal == ""
+    assert isinstance(call, HookCall) and call.refusal == ""
     # An internal name is translated first: create_file is write_to_file, which is off.
     (call,) = core.receive(_pre_tool("create_file", '{"TargetFile": "/ws/a"}'))
-    assert isinstance(call, protocol.HookCall) and "write_to_file is not enabled" in call.refusal
+    assert isinstance(call, HookCall) and "write_to_file is not enabled" in call.refusal
 
 
 # -- enforce() refuses rules that could never match ------------------------------------------

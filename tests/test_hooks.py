@@ -254,6 +254,49 @@ async def test_hooks_receive_the_dispatched_arguments() -> None:
     assert seen["pre_tool_call"][0] is CALL and seen["post_tool_call"][0] is RESULT
 
 
+# -- dispatch by name -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", EVENTS)
+async def test_dispatch_by_name_is_the_events_own_dispatch(event: str) -> None:
+    seen: list[tuple[Any, ...]] = []
+
+    async def method(self: Hook, *args: Any) -> Any:
+        seen.append(args)
+        return stopping(event, "spy")
+
+    runner = HookRunner([type("Spy", (Hook,), {event: method})()])
+    _, args, _ = DISPATCH[event]
+    by_name = await runner.dispatch(event, *args)
+    by_method = await dispatch(runner, event)
+    assert seen == [args, args]
+    assert by_name == by_method
+    if args:
+        return
+    # An event that takes no argument ignores the one it is given.
+    assert await runner.dispatch(event, "ignored") == by_method
+    assert seen[-1] == ()
+
+
+async def test_dispatch_by_name_uses_a_subclass_override() -> None:
+    class Denying(HookRunner):
+        async def dispatch_pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+            return HookResult.denied(f"no {tool_call.name}")
+
+    assert await Denying().dispatch("pre_tool_call", CALL) == HookResult.denied("no run_command")
+
+
+@pytest.mark.parametrize("event", ["", "pre_tool", "dispatch_pre_turn", "PRE_TURN"])
+async def test_dispatch_of_an_unknown_event_is_a_value_error(event: str) -> None:
+    with pytest.raises(ValueError, match="unknown hook event"):
+        await HookRunner().dispatch(event, CALL)
+
+
+def test_events_are_the_hook_methods_in_order() -> None:
+    assert tuple(DISPATCH) == EVENTS  # the table above is in the order of Hook's methods
+    assert all(callable(getattr(Hook, event)) for event in EVENTS)
+
+
 # -- a hook raises --------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of the sans-I/O `SessionCore` and the reply builders.
+"""Unit tests of the sans-I/O `SessionCore` and of the replies its request effects build.
 
 Frames are the ones observed from harness 0.1.22 (/work/ref/FINDINGS.md), trimmed.
 """
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from antigravity_sdk.errors import ProtocolError, ToolExecutionError
-from antigravity_sdk.harness import protocol as p
-from antigravity_sdk.harness.protocol import (
+from antigravity_sdk.harness import wire
+from antigravity_sdk.harness.effects import (
     HALT,
     SESSION_END,
     AskUser,
@@ -27,23 +27,18 @@ from antigravity_sdk.harness.protocol import (
     PolicyRequest,
     RunTool,
     SandboxStatus,
-    SessionCore,
     SessionEnded,
     TurnEnded,
-    confirmation_reply,
-    decode_frame,
-    failed_hook_reply,
-    hook_reply,
-    policy_reply,
-    question_reply,
-    tool_reply,
 )
+from antigravity_sdk.harness.protocol import HOOK_EVENTS, SessionCore
+from antigravity_sdk.harness.wire import decode_frame
 from antigravity_sdk.types import (
     AskQuestionEntry,
     AskQuestionOption,
     HookResult,
     QuestionHookResult,
     QuestionResponse,
+    StreamChunk,
     ToolCall,
     ToolResult,
 )
@@ -271,6 +266,19 @@ def test_on_tool_error_for_an_unseen_call() -> None:
     assert error.tool_call == ToolCall(name="replace_file_content", id="call_9", trajectory_id=MAIN)
 
 
+def test_hook_events_are_the_harness_lifecycle_hooks() -> None:
+    assert HOOK_EVENTS == {
+        "pre_turn": "LIFECYCLE_HOOK_PRE_TURN",
+        "post_turn": "LIFECYCLE_HOOK_POST_TURN",
+        "pre_tool_call": "LIFECYCLE_HOOK_PRE_TOOL",
+        "post_tool_call": "LIFECYCLE_HOOK_POST_TOOL",
+        "on_tool_error": "LIFECYCLE_HOOK_ON_TOOL_ERROR",
+        "on_compaction": "LIFECYCLE_HOOK_ON_COMPACTION",
+    }
+    names = wire.pb.LifecycleHook.betterproto_renamed_proto_names_to_value()
+    assert set(HOOK_EVENTS.values()) <= set(names)
+
+
 def test_pre_turn_post_turn_compaction_and_session_hooks() -> None:
     c = core()
     (pre_turn,) = c.receive(
@@ -290,7 +298,7 @@ def test_pre_turn_post_turn_compaction_and_session_hooks() -> None:
             postTurnArgs={"responseText": "Hello", "trajectoryId": MAIN},
         )
     )
-    assert post_turn == HookCall("hook_request_3", "post_turn")
+    assert post_turn == HookCall("hook_request_3", "post_turn", c.response())
     (compaction,) = c.receive(
         hook(
             "LIFECYCLE_HOOK_ON_COMPACTION",
@@ -303,7 +311,7 @@ def test_pre_turn_post_turn_compaction_and_session_hooks() -> None:
     # lazily or late); should the harness ask anyway, it gets an empty answer.
     (end,) = c.receive(hook("LIFECYCLE_HOOK_ON_SESSION_END", "hook_request_9"))
     assert end == HookCall("hook_request_9", "")
-    assert p.hook_reply(end, None) == {
+    assert end.reply(None) == {
         "callHookResponse": {"requestId": "hook_request_9", "emptyResult": {}}
     }
 
@@ -316,7 +324,7 @@ def test_hooks_the_sdk_does_not_dispatch_are_still_answered(type_: str) -> None:
     c = core()
     (effect,) = c.receive(hook(type_, "hook_request_0", stopArgs={"responseText": "x"}))
     assert effect == HookCall("hook_request_0", "")
-    assert hook_reply(effect, None) == {
+    assert effect.reply(None) == {
         "callHookResponse": {"requestId": "hook_request_0", "emptyResult": {}}
     }
 
@@ -467,7 +475,7 @@ def test_only_the_main_trajectory_ends_the_turn() -> None:
             text="sub says hi",
             textDelta="sub says hi",
         )
-    ) == [Chunk(p.StreamChunk(type="text", text="sub says hi", step_index=0, trajectory_id=SUB))]
+    ) == [Chunk(StreamChunk(type="text", text="sub says hi", step_index=0, trajectory_id=SUB))]
     assert c.receive(idle(SUB, **sub)) == []  # the subagent went idle: not our turn end
     assert c.receive(idle(SUB, "STATE_CANCELLED", **sub)) == []
     assert c.receive(idle("some-other-trajectory")) == []
@@ -531,7 +539,7 @@ def test_tool_calls_are_announced_from_pre_tool_and_steps_name_the_executed_call
     assert c.receive(active) == []  # steps announce nothing: the call's name is not known
     announced, pre = c.receive(pre_tool("create_file", args))
     assert announced == Chunk(
-        p.StreamChunk(type="tool_call", tool_call=pre.arg, step_index=0, trajectory_id=MAIN)
+        StreamChunk(type="tool_call", tool_call=pre.arg, step_index=0, trajectory_id=MAIN)
     )
     assert pre.arg == ToolCall(
         name="write_to_file", args=args, id="call_2", trajectory_id=MAIN, step_index=2
@@ -616,7 +624,7 @@ def test_thought_chunks_and_thinking() -> None:
     c.user_input("think")
     frame = step(1, "STATE_ACTIVE", "SOURCE_MODEL", "TARGET_USER", thinkingDelta="hmm ")
     assert c.receive(frame) == [
-        Chunk(p.StreamChunk(type="thought", text="hmm ", step_index=1, trajectory_id=MAIN))
+        Chunk(StreamChunk(type="thought", text="hmm ", step_index=1, trajectory_id=MAIN))
     ]
     c.receive(step(1, "STATE_ACTIVE", "SOURCE_MODEL", "TARGET_USER", thinkingDelta="ok"))
     assert c.response().thinking == "hmm ok"
@@ -708,7 +716,7 @@ def test_tool_confirmation_request() -> None:
     assert confirm == ConfirmTool(
         MAIN, 1, ToolCall(name="run_command", args={"CommandLine": "rm -rf /", "Cwd": "/"})
     )
-    assert confirmation_reply(confirm, True) == {
+    assert confirm.reply(HookResult(allow=True)) == {
         "toolConfirmation": {"trajectoryId": MAIN, "stepIndex": 1, "accepted": True}
     }
 
@@ -809,7 +817,7 @@ def test_question_reply() -> None:
             QuestionResponse(selected_option_ids=["0", "2", "nope"], freeform_response="XL"),
         ]
     )
-    assert question_reply(effect, answer) == {
+    assert effect.reply(answer) == {
         "questionResponse": {
             "trajectoryId": MAIN,
             "stepIndex": 1,
@@ -827,12 +835,12 @@ def test_question_reply() -> None:
         }
     }
     skipped = QuestionHookResult(responses=[QuestionResponse(skipped=True)])
-    assert question_reply(effect, skipped)["questionResponse"]["response"] == {
+    assert effect.reply(skipped)["questionResponse"]["response"] == {
         "answers": [{"unanswered": True}, {"unanswered": True}]  # missing = unanswered
     }
     cancelled = {"questionResponse": {"trajectoryId": MAIN, "stepIndex": 1, "cancelled": True}}
-    assert question_reply(effect, None) == cancelled
-    assert question_reply(effect, QuestionHookResult(cancelled=True)) == cancelled
+    assert effect.reply(None) == cancelled
+    assert effect.reply(QuestionHookResult(cancelled=True)) == cancelled
 
 
 @given(st.lists(st.lists(st.text(max_size=3), max_size=5), max_size=3))
@@ -842,7 +850,7 @@ def test_question_reply_indices_are_always_valid(selections: list[list[str]]) ->
     answer = QuestionHookResult(
         responses=[QuestionResponse(selected_option_ids=s) for s in selections]
     )
-    answers = question_reply(effect, answer)["questionResponse"]["response"]["answers"]
+    answers = effect.reply(answer)["questionResponse"]["response"]["answers"]
     assert len(answers) == len(effect.questions)
     for entry, item in zip(effect.questions, answers, strict=True):
         if "unanswered" in item:
@@ -861,16 +869,16 @@ PRE_TURN = HookCall("hook_request_1", "pre_turn", "hi")
 
 
 def test_decide_replies_are_explicit() -> None:
-    assert hook_reply(PRE_TOOL, HookResult()) == {
+    assert PRE_TOOL.reply(HookResult()) == {
         "callHookResponse": {"requestId": "hook_request_2", "preToolResult": {"decision": "ALLOW"}}
     }
-    assert hook_reply(PRE_TOOL, HookResult.denied("no shell")) == {
+    assert PRE_TOOL.reply(HookResult.denied("no shell")) == {
         "callHookResponse": {
             "requestId": "hook_request_2",
             "preToolResult": {"decision": "DENY", "reason": "no shell"},
         }
     }
-    assert hook_reply(PRE_TURN, HookResult(allow=False)) == {
+    assert PRE_TURN.reply(HookResult(allow=False)) == {
         "callHookResponse": {
             "requestId": "hook_request_1",
             "preTurnResult": {"decision": "DENY", "reason": "denied by a hook"},
@@ -880,7 +888,7 @@ def test_decide_replies_are_explicit() -> None:
 
 @given(st.text(), st.sampled_from([PRE_TOOL, PRE_TURN]))
 def test_a_denial_is_always_an_explicit_deny_with_a_reason(message: str, call: HookCall) -> None:
-    reply = hook_reply(call, HookResult(allow=False, message=message))["callHookResponse"]
+    reply = call.reply(HookResult(allow=False, message=message))["callHookResponse"]
     (result,) = [v for k, v in reply.items() if k != "requestId"]
     assert result["decision"] == "DENY"
     assert result["reason"]
@@ -904,7 +912,7 @@ def test_a_denial_is_always_an_explicit_deny_with_a_reason(message: str, call: H
 )
 def test_failed_hook_replies_fail_closed(reason: str, event: str) -> None:
     call = HookCall("hook_request_5", event)
-    reply = failed_hook_reply(call, reason)["callHookResponse"]
+    reply = call.refuse(reason)["callHookResponse"]
     assert reply["requestId"] == "hook_request_5"
     assert "errorMessage" not in reply
     if event in ("pre_tool_call", "pre_turn"):
@@ -917,56 +925,56 @@ def test_failed_hook_replies_fail_closed(reason: str, event: str) -> None:
 
 def test_on_tool_error_replies() -> None:
     call = HookCall("hook_request_3", "on_tool_error")
-    recovered = hook_reply(call, (HookResult(allow=True), "CUSTOM: try README"))
+    recovered = call.reply((HookResult(allow=True), "CUSTOM: try README"))
     assert recovered == {
         "callHookResponse": {
             "requestId": "hook_request_3",
             "onToolErrorResult": {"customErrorMessage": "CUSTOM: try README"},
         }
     }
-    as_json = hook_reply(call, (HookResult(allow=True), {"fallback": 42}))
+    as_json = call.reply((HookResult(allow=True), {"fallback": 42}))
     assert as_json["callHookResponse"]["onToolErrorResult"] == {
         "customErrorMessage": '{"fallback": 42}'
     }
     empty = {"callHookResponse": {"requestId": "hook_request_3", "emptyResult": {}}}
-    assert hook_reply(call, (HookResult(allow=False, message="x"), "ignored")) == empty
-    assert hook_reply(call, (HookResult(allow=True), None)) == empty
+    assert call.reply((HookResult(allow=False, message="x"), "ignored")) == empty
+    assert call.reply((HookResult(allow=True), None)) == empty
 
 
 def test_inspect_replies_are_empty() -> None:
     for event in ("post_tool_call", "post_turn", "on_compaction", "on_session_end", ""):
-        assert hook_reply(HookCall("r", event), None) == {
+        assert HookCall("r", event).reply(None) == {
             "callHookResponse": {"requestId": "r", "emptyResult": {}}
         }
 
 
 def test_tool_replies() -> None:
     call = ToolCall(name="get_weather", id="call_2")
-    assert tool_reply(call, ToolResult(name="get_weather", result={"temp_c": 21})) == {
+    assert RunTool(call).reply(ToolResult(name="get_weather", result={"temp_c": 21})) == {
         "toolResponse": {"id": "call_2", "responseJson": '{"temp_c": 21}'}
     }
-    assert tool_reply(call, ToolResult(name="get_weather", result=[1, 2])) == {
+    assert RunTool(call).reply(ToolResult(name="get_weather", result=[1, 2])) == {
         "toolResponse": {"id": "call_2", "responseJson": '{"result": [1, 2]}'}
     }
-    assert tool_reply(call, ToolResult(name="get_weather", result=None)) == {
+    assert RunTool(call).reply(ToolResult(name="get_weather", result=None)) == {
         "toolResponse": {"id": "call_2", "responseJson": '{"result": null}'}
     }
-    assert tool_reply(call, ToolResult(name="get_weather", error="weather service down")) == {
+    assert RunTool(call).reply(ToolResult(name="get_weather", error="weather service down")) == {
         "toolResponse": {"id": "call_2", "errorMessage": "weather service down"}
     }
     loop: dict[str, Any] = {}
     loop["self"] = loop
-    reply = tool_reply(call, ToolResult(name="get_weather", result=loop))
+    reply = RunTool(call).reply(ToolResult(name="get_weather", result=loop))
     assert reply["toolResponse"]["id"] == "call_2"
     assert "errorMessage" in reply["toolResponse"]
 
 
 def test_policy_replies_and_constants() -> None:
     request = PolicyRequest("1", ToolCall(name="run_command"))
-    assert policy_reply(request, HookResult()) == {
+    assert request.reply(HookResult()) == {
         "policyDecisionResponse": {"requestId": "1", "outcome": "POLICY_EVALUATION_OUTCOME_ALLOW"}
     }
-    assert policy_reply(request, HookResult(allow=False)) == {
+    assert request.reply(HookResult(allow=False)) == {
         "policyDecisionResponse": {
             "requestId": "1",
             "outcome": "POLICY_EVALUATION_OUTCOME_DENY",
@@ -1178,7 +1186,7 @@ def test_arguments_that_differ_only_in_case_are_refused(args: dict[str, Any]) ->
     assert call.event == "pre_tool_call"
     assert "differ only in case" in call.refusal
     assert (
-        p.hook_reply(call, HookResult(allow=False, message=call.refusal))["callHookResponse"][
+        call.reply(HookResult(allow=False, message=call.refusal))["callHookResponse"][
             "preToolResult"
         ]["decision"]
         == "DENY"
@@ -1210,10 +1218,10 @@ def test_mcp_calls_keep_their_names_and_get_their_own_arguments() -> None:
 
 
 def test_host_tools_keep_their_names() -> None:
-    c = p.SessionCore(frozenset({"list_directory"}))
+    c = SessionCore(frozenset({"list_directory"}))
     (call,) = c.receive(pre_tool("list_directory", {"where": "."}))
     assert call.arg.name == "list_directory"
-    (builtin,) = p.SessionCore().receive(pre_tool("list_directory", {"DirectoryPath": "."}))
+    (builtin,) = SessionCore().receive(pre_tool("list_directory", {"DirectoryPath": "."}))
     assert builtin.arg.name == "list_dir"
 
 
@@ -1227,4 +1235,4 @@ def test_a_confirmation_for_a_step_the_sdk_cannot_describe_carries_no_call() -> 
         "toolConfirmationRequest": {},
     }
     effects = c.receive({"stepUpdate": update})
-    assert [e for e in effects if isinstance(e, p.ConfirmTool)] == [p.ConfirmTool(MAIN, 4, None)]
+    assert [e for e in effects if isinstance(e, ConfirmTool)] == [ConfirmTool(MAIN, 4, None)]

@@ -250,11 +250,11 @@ def test_every_is_a_trigger() -> None:
 
 
 async def test_an_agents_denied_or_failed_turns_do_not_end_its_triggers(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, scripted_agent: Any
 ) -> None:
-    from antigravity_sdk import Agent, AntigravityError, HookResult, TurnDeniedError
+    from antigravity_sdk import AntigravityError, HookResult, TurnDeniedError
 
-    agent = Agent.builder().model("m", base_url="http://127.0.0.1:9/v1").build()
+    agent, conn = scripted_agent(lambda builder: builder.trigger(every(TICK, "tick")))
     outcomes: list[BaseException | None] = [
         TurnDeniedError(HookResult.denied("rate limited")),
         AntigravityError("the turn failed: model error"),
@@ -270,17 +270,16 @@ async def test_an_agents_denied_or_failed_turns_do_not_end_its_triggers(
             raise outcome
 
     monkeypatch.setattr(agent, "chat", chat)
-    runner = TriggerRunner([every(TICK, "tick")])
     with caplog.at_level(logging.WARNING, logger="antigravity_sdk.triggers"):
-        await runner.start(agent._trigger_send)
+        await agent.start()
         try:
             await inbox.wait_for(lambda m: len(m) >= 6)
             assert len(trigger_tasks()) == 1, "the trigger must keep running"
-            agent._failure = ConnectionResetError("the harness is gone")
+            conn.incoming.put_nowait(ConnectionResetError("the harness is gone"))
             _, running = await asyncio.wait(trigger_tasks(), timeout=1)
             assert not running, "a dead session still ends the trigger (logged)"
         finally:
-            await runner.stop()
+            await agent.stop()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "a trigger's turn was denied: rate limited" in warnings
     assert "a trigger's turn failed: the turn failed: model error" in warnings

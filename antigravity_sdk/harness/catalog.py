@@ -23,6 +23,7 @@ __all__ = [
     "CAPABILITY_SWITCHES",
     "GOVERNED_SUBAGENT_TYPES",
     "INTERNAL_NAMES",
+    "RESERVED_TOOL_NAMES",
     "TOOLS",
     "Governance",
     "ToolGuard",
@@ -241,6 +242,11 @@ INTERNAL_NAMES: Final[Mapping[str, str]] = {
     internal: spec.name for spec in TOOLS.values() for internal in spec.internal
 }
 """Internal name the harness uses in hook requests -> the model-facing name."""
+
+RESERVED_TOOL_NAMES: Final = frozenset({*TOOLS, *INTERNAL_NAMES, "call_mcp_tool"})
+"""Names of the harness's own tools (as the model and as hooks see them, and its MCP
+wrapper): a host-side tool with one of these names would be indistinguishable from the
+built-in in PRE_TOOL."""
 
 CAPABILITY_SWITCHES: Final[Mapping[BuiltinTool, str]] = {
     _B.RUN_COMMAND: "run_command",

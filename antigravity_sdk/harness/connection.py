@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import ConfigurationError, HarnessConnectionError, ProtocolError
 from . import wire
 from .install import find_harness
-from .protocol import decode_frame
+from .wire import decode_frame
 
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection

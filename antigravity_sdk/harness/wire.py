@@ -4,9 +4,9 @@ Sans-I/O: every function here is pure; the connection layer owns sockets and pip
 
 Only the SDK -> harness direction uses the betterproto2-generated classes in `._proto`
 (a subset of the harness schema: `InputConfig`/`OutputConfig` and the
-`InitializeConversationEvent` config). Incoming JSON frames are read field by field from
-plain dicts by `SessionCore` (protocol.py), and its replies are literal dicts, so there is
-no JSON decoder here.
+`InitializeConversationEvent` config). An incoming JSON frame is only parsed into a plain
+dict here (`decode_frame`); `SessionCore` (protocol.py) reads it field by field, and the
+replies are literal dicts (effects.py).
 
 `message_to_dict` gives the canonical protobuf JSON mapping (lowerCamelCase keys, enums
 by name, 64-bit integers as strings, bytes as base64, zero values omitted). It is driven
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import math
 import struct
 import sys
@@ -37,6 +38,7 @@ from ._proto.antigravity import localharness as pb
 
 __all__ = [
     "MAX_HANDSHAKE_FRAME",
+    "decode_frame",
     "decode_length_prefixed",
     "encode_frame",
     "message_to_dict",
@@ -241,6 +243,21 @@ def _encode_message(msg: betterproto2.Message) -> dict[str, Any]:
 def message_to_dict(msg: betterproto2.Message) -> dict[str, Any]:
     """The canonical protobuf-JSON object of `msg` (default values omitted)."""
     return _encode_message(msg)
+
+
+# --------------------------------------------------------------------------------------
+# JSON -> dict (the WebSocket session)
+
+
+def decode_frame(text: str | bytes) -> dict[str, Any]:
+    """Parse one WebSocket text frame into a JSON object, or raise ProtocolError."""
+    try:
+        frame = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"frame is not JSON: {exc}") from None
+    if not isinstance(frame, dict):
+        raise ProtocolError(f"frame is not a JSON object: {type(frame).__name__}")
+    return frame
 
 
 # --------------------------------------------------------------------------------------

@@ -102,10 +102,8 @@ async def wait_gone(pid: int, within: float = 3.0) -> bool:
 
 
 def harness_pid(agent: Agent) -> int:
-    conn = agent._conn
-    assert conn is not None, "the agent is not started"
-    pid = getattr(conn, "pid", None)
-    assert isinstance(pid, int), "the agent's connection has no local harness process"
+    pid = agent.harness_pid
+    assert pid is not None, "the agent is not started, or its harness is not a local process"
     return pid
 
 
@@ -175,9 +173,8 @@ class AgentFactory:
 
         async def start_and_record() -> None:
             await start()
-            pid = getattr(agent._conn, "pid", None)
-            if isinstance(pid, int):
-                self.pids.append(pid)
+            if agent.harness_pid is not None:
+                self.pids.append(agent.harness_pid)
 
         agent.start = start_and_record  # type: ignore[method-assign]
 

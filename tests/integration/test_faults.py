@@ -15,9 +15,17 @@ import pytest
 
 from antigravity_sdk import Agent, Hook
 from antigravity_sdk.errors import HarnessConnectionError, HarnessNotFoundError, ProtocolError
+from antigravity_sdk.harness.connection import LocalConnection
 from antigravity_sdk.testing import ScriptedModel
 
 from .conftest import AgentFactory, harness_pid, process_alive, wait_gone
+
+
+def on_own_connection(make_agent: AgentFactory, script: list[str]) -> tuple[Agent, Any]:
+    """An agent whose harness connection the test holds, to inject faults into it."""
+    conn = LocalConnection()
+    agent, _ = make_agent(script, configure=lambda builder: builder.connection(conn))
+    return agent, conn
 
 
 class SessionEnd(Hook):
@@ -44,6 +52,8 @@ async def test_missing_harness_binary(make_agent: AgentFactory) -> None:
     assert "pip install google-antigravity==" in message
     assert not agent.started
     assert not model.started  # the model the agent started is stopped again
+    # Private on purpose: no public surface tells whether an agent still holds a
+    # connection (harness_pid is None here either way), and a failed start must drop it.
     assert agent._conn is None
 
 
@@ -106,10 +116,10 @@ async def test_harness_killed_between_turns(make_agent: AgentFactory) -> None:
 async def test_malformed_frame_raises_protocol_error_and_closes_the_harness(
     make_agent: AgentFactory,
 ) -> None:
-    agent, _ = make_agent(["never seen"])
+    agent, conn = on_own_connection(make_agent, ["never seen"])
     async with agent:
         pid = harness_pid(agent)
-        ws = agent._conn._ws  # type: ignore[union-attr]
+        ws = conn._ws  # the raw text arrives here, before any public surface parses it
         real_recv = ws.recv
 
         async def corrupt_recv(*args: Any, **kwargs: Any) -> Any:
@@ -129,10 +139,9 @@ async def test_malformed_frame_raises_protocol_error_and_closes_the_harness(
 
 
 async def test_frame_with_wrong_types_raises_protocol_error(make_agent: AgentFactory) -> None:
-    agent, _ = make_agent(["never seen"])
+    agent, conn = on_own_connection(make_agent, ["never seen"])
     async with agent:
         pid = harness_pid(agent)
-        conn: Any = agent._conn
         real_recv = conn.recv
 
         async def wrong_types() -> dict[str, Any]:
@@ -146,10 +155,9 @@ async def test_frame_with_wrong_types_raises_protocol_error(make_agent: AgentFac
 
 
 async def test_non_object_frame_raises_protocol_error(make_agent: AgentFactory) -> None:
-    agent, _ = make_agent(["never seen"])
+    agent, conn = on_own_connection(make_agent, ["never seen"])
     async with agent:
         pid = harness_pid(agent)
-        conn: Any = agent._conn
         real_recv = conn.recv
 
         async def a_list() -> Any:
@@ -169,11 +177,11 @@ async def test_stop_is_bounded_when_the_harness_ignores_session_end(
     make_agent: AgentFactory,
 ) -> None:
     hook = SessionEnd()
-    agent, _ = make_agent(["hi"], hooks=[hook])
+    conn = LocalConnection()
+    agent, _ = make_agent(["hi"], hooks=[hook], configure=lambda b: b.connection(conn))
     await agent.start()
     pid = harness_pid(agent)
     assert (await agent.chat("hi")).text == "hi"
-    conn: Any = agent._conn
     real_send = conn.send
     dropped: list[dict[str, Any]] = []
 
@@ -356,6 +364,6 @@ async def test_rejected_config_fails_start_with_stderr_and_leaves_no_process(
     assert time.monotonic() - started < 10
     assert "ASK_USER requires is_dynamic=true" in info.value.stderr_tail
     assert not agent.started
-    assert agent._conn is None
+    assert agent._conn is None  # private on purpose: see test_missing_harness_binary
     (pid,) = pids
     assert not process_alive(pid)  # it lingers on its own; start() killed it

@@ -77,7 +77,7 @@ async def test_an_agent_drives_a_harness_it_did_not_start(
     )
     async with agent:
         response = await agent.chat("read the notes")
-        assert agent._conn is not None and getattr(agent._conn, "pid", None) is None
+        assert agent.started and agent.harness_pid is None  # nothing was spawned
     assert response.text == "read it"
     assert recorder.calls == ["view_file"]
     assert "remote notes" in str(model.requests[1].tool_results)

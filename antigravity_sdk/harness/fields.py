@@ -1,0 +1,76 @@
+"""Reading fields of the harness's JSON frames without trusting the peer.
+
+Each accessor returns the field's zero value when it is absent and raises `ProtocolError`
+when it holds the wrong type, so a frame the SDK does not understand ends the session
+instead of being half-read. Unknown fields are never looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from ..errors import ProtocolError
+
+__all__ = ["int_field", "list_field", "obj_field", "parse_args", "str_field", "wire_path"]
+
+
+def obj_field(frame: dict[str, Any], key: str) -> dict[str, Any]:
+    value = frame.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(f"field {key!r} should be an object, got {type(value).__name__}")
+    return value
+
+
+def str_field(frame: dict[str, Any], key: str) -> str:
+    value = frame.get(key, "")
+    if not isinstance(value, str):
+        raise ProtocolError(f"field {key!r} should be a string, got {type(value).__name__}")
+    return value
+
+
+def int_field(frame: dict[str, Any], key: str) -> int:
+    value = frame.get(key, 0)
+    if isinstance(value, bool):
+        raise ProtocolError(f"field {key!r} should be an integer, got bool")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):  # 64-bit integers travel as strings
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise ProtocolError(f"field {key!r} should be an integer, got {value!r}")
+
+
+def list_field(frame: dict[str, Any], key: str) -> list[Any]:
+    value = frame.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProtocolError(f"field {key!r} should be a list, got {type(value).__name__}")
+    return value
+
+
+def parse_args(raw: str) -> dict[str, Any]:
+    """Tool-call arguments, sent as a JSON object inside a string field ("" is none)."""
+    if not raw:
+        return {}
+    try:
+        args = json.loads(raw)
+    except ValueError:
+        raise ProtocolError(f"tool arguments are not JSON: {raw[:200]!r}") from None
+    if not isinstance(args, dict):
+        raise ProtocolError(f"tool arguments are not a JSON object: {raw[:200]!r}")
+    return args
+
+
+def wire_path(value: str) -> str:
+    """A `file://` URI as the harness writes it, as a plain filesystem path."""
+    if value.startswith("file:"):
+        return urllib.request.url2pathname(urllib.parse.urlparse(value).path)
+    return value

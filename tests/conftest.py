@@ -1,0 +1,85 @@
+"""Fixtures shared by the unit tests: an agent on a scripted harness connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from antigravity_sdk import Agent, AgentBuilder
+
+CONVERSATION = "fdf309472cb77c8949cdb2128f70545b"
+
+
+class ScriptedConnection:
+    """A `Connection` that plays the harness: it accepts the configuration, acknowledges
+    the session end, and delivers the frames the test hands it (an exception handed to it
+    is raised by `recv`, as a broken connection would)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.sending = asyncio.Event()
+        self.incoming: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
+        self.incoming.put_nowait({"initializeConversationResponse": {"cascadeId": CONVERSATION}})
+
+    async def open(self, *, storage_dir: Path, home: Path) -> None:
+        return None
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        json.dumps(frame)  # as the real connection does: it must encode
+        self.sent.append(frame)
+        self.sending.set()
+        if "sessionEndRequest" in frame:
+            self.incoming.put_nowait({"sessionEndResponse": {}})
+
+    async def recv(self) -> dict[str, Any]:
+        item = await self.incoming.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def close(self) -> None:
+        return None
+
+    def stderr_tail(self) -> str:
+        return ""
+
+    def sent_with(self, key: str) -> list[dict[str, Any]]:
+        """The frames sent so far whose one field is `key` (e.g. "toolResponse")."""
+        return [frame for frame in self.sent if key in frame]
+
+    async def wait_for(self, key: str) -> None:
+        """Until a frame with `key` is sent (at most 5 s), and a little longer: room for a
+        second one, should the agent wrongly send it."""
+        async with asyncio.timeout(5):
+            while not self.sent_with(key):
+                self.sending.clear()
+                await self.sending.wait()
+        await asyncio.sleep(0.05)
+
+
+ScriptedAgent = Callable[..., tuple[Agent, ScriptedConnection]]
+
+
+@pytest.fixture
+def scripted_agent(tmp_path: Path) -> ScriptedAgent:
+    """Build an (unstarted) agent on a `ScriptedConnection`; `configure` adds to its builder."""
+
+    def make(
+        configure: Callable[[AgentBuilder], AgentBuilder] = lambda builder: builder,
+    ) -> tuple[Agent, ScriptedConnection]:
+        conn = ScriptedConnection()
+        builder = (
+            Agent.builder()
+            .model("scripted", base_url="http://127.0.0.1:9/v1")  # never called
+            .save_dir(tmp_path / "save")
+            .app_data_dir(tmp_path / "app")
+            .connection(conn)
+        )
+        return configure(builder).build(), conn
+
+    return make
