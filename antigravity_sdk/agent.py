@@ -31,10 +31,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from . import policy
 from .context import ToolContext
 from .errors import (
+    AgentStateError,
     AntigravityError,
     ConfigurationError,
     HarnessConnectionError,
     TurnDeniedError,
+    TurnFailedError,
+    TurnTimeoutError,
 )
 from .harness.catalog import (
     RESERVED_TOOL_NAMES,
@@ -220,7 +223,7 @@ class AgentBuilder:
         """A Gemini model name, a name served at an OpenAI-compatible `base_url`, or a
         `ScriptedModel` (which the agent starts and stops if it is not running)."""
         if base_url is not None and api_key is not None:
-            raise ValueError(
+            raise ConfigurationError(
                 "the harness's OpenAI-compatible endpoint takes no API key; "
                 "use an endpoint that needs none (Ollama, vLLM) or a Gemini model"
             )
@@ -270,7 +273,9 @@ class AgentBuilder:
         """Bound each hook call; a hook that exceeds it counts as failing (fail-closed).
         Policy predicates get the same bound (see `policy.enforce`)."""
         if seconds is not None and not _is_duration(seconds):
-            raise ValueError(f"hook_timeout must be a positive, finite number, got {seconds!r}")
+            raise ConfigurationError(
+                f"hook_timeout must be a positive, finite number, got {seconds!r}"
+            )
         self._settings.hook_timeout = seconds
         return self
 
@@ -413,7 +418,7 @@ class Agent:
     def register_hook(self, hook: Hook) -> None:
         """Add a hook (before the PolicyEnforcer); only before `start()`."""
         if self._started:
-            raise RuntimeError("register hooks before the agent starts")
+            raise AgentStateError("register hooks before the agent starts")
         self._hooks.append(hook)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -428,7 +433,7 @@ class Agent:
     async def start(self) -> None:
         """Spawn (or connect to) the harness, configure the session, run session_start."""
         if self._started:
-            raise RuntimeError("the agent is already started")
+            raise AgentStateError("the agent is already started")
         from .harness.config import harness_config
         from .harness.connection import LocalConnection
 
@@ -621,7 +626,7 @@ class Agent:
 
     async def _turn(self, prompt: str, *, streaming: bool) -> AsyncGenerator[Effect, None]:
         if not self._started or self._core is None or self._conn is None:
-            raise RuntimeError("start the agent first (async with agent: ...)")
+            raise AgentStateError("start the agent first (async with agent: ...)")
         if self._failure is not None:
             raise self._failure
         if self._abandoning is not None:
@@ -644,7 +649,7 @@ class Agent:
                     async with asyncio.timeout_at(deadline):
                         item = await queue.get()
                 except TimeoutError:
-                    raise TimeoutError(
+                    raise TurnTimeoutError(
                         f"the turn did not finish within {self._settings.turn_timeout}s (halted)"
                     ) from None
                 if isinstance(item, BaseException):
@@ -681,7 +686,7 @@ class Agent:
         if ended.cancelled and self._denial is not None:
             raise TurnDeniedError(self._denial)
         if ended.error:
-            raise AntigravityError(f"the turn failed: {ended.error}")
+            raise TurnFailedError(ended.error)
         self.turn_count += 1
         self.history.extend(ended.response.steps)
         return ended.response
