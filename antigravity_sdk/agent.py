@@ -535,26 +535,15 @@ class Agent:
             )
 
     async def _model_settings(self) -> Any:
-        from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings
+        from .harness.config import resolve_model
 
         s = self._s
         if _is_served_model(s.model):
             if not s.model.started:
                 await s.model.start()
                 self._owned_model = s.model
-            return ModelSettings(name=s.model.model_name, base_url=s.model.base_url)
-        if s.base_url is not None:
-            if not s.model:
-                raise AntigravityError("model(name, base_url=...) needs a model name")
-            return ModelSettings(name=s.model, base_url=s.base_url)
-        key = s.api_key or os.environ.get("GEMINI_API_KEY")
-        if not key:
-            raise AntigravityError(
-                "no model configured: pass .model(ScriptedModel(...)), "
-                ".model(name, base_url=...) for an OpenAI-compatible endpoint, "
-                "or set GEMINI_API_KEY for Gemini"
-            )
-        return ModelSettings(name=s.model or DEFAULT_GEMINI_MODEL, api_key=key)
+            return resolve_model(s.model.model_name, base_url=s.model.base_url)
+        return resolve_model(s.model, base_url=s.base_url, api_key=s.api_key)
 
     async def _wait(self, event: asyncio.Event, seconds: float, what: str) -> None:
         try:
