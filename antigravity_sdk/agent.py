@@ -561,26 +561,15 @@ class Agent:
             )
 
     async def _model_settings(self) -> Any:
-        from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings
+        from .harness.config import resolve_model
 
         settings = self._settings
         if _is_served_model(settings.model):
             if not settings.model.started:
                 await settings.model.start()
                 self._owned_model = settings.model
-            return ModelSettings(name=settings.model.model_name, base_url=settings.model.base_url)
-        if settings.base_url is not None:
-            if not settings.model:
-                raise AntigravityError("model(name, base_url=...) needs a model name")
-            return ModelSettings(name=settings.model, base_url=settings.base_url)
-        key = settings.api_key or os.environ.get("GEMINI_API_KEY")
-        if not key:
-            raise AntigravityError(
-                "no model configured: pass .model(ScriptedModel(...)), "
-                ".model(name, base_url=...) for an OpenAI-compatible endpoint, "
-                "or set GEMINI_API_KEY for Gemini"
-            )
-        return ModelSettings(name=settings.model or DEFAULT_GEMINI_MODEL, api_key=key)
+            return resolve_model(settings.model.model_name, base_url=settings.model.base_url)
+        return resolve_model(settings.model, base_url=settings.base_url, api_key=settings.api_key)
 
     async def _wait(self, event: asyncio.Event, seconds: float, what: str) -> None:
         try:

@@ -2,7 +2,8 @@
 
     AntigravityError
     ├── ConfigurationError (also ValueError)   build() or start() refuses the settings
-    │   └── PolicyError (also ValueError)      an invalid policy set or policy file
+    │   ├── PolicyError (also ValueError)      an invalid policy set or policy file
+    │   └── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
     ├── AgentStateError (also RuntimeError)    not started, already started, ...
     ├── HarnessError                           the harness binary or process
     │   ├── HarnessNotFoundError               no usable binary; says how to install one
@@ -35,6 +36,7 @@ __all__ = [
     "HarnessError",
     "HarnessInstallError",
     "HarnessNotFoundError",
+    "ModelNotConfiguredError",
     "PolicyError",
     "ProtocolError",
     "ToolExecutionError",
@@ -113,6 +115,11 @@ class TurnTimeoutError(TurnError, TimeoutError):
 
 class PolicyError(ConfigurationError):
     """An invalid policy set, reported at `enforce()` time, naming the offending policy
+    (a `ConfigurationError`, so also an `AntigravityError` and a `ValueError`)."""
+
+
+class ModelNotConfiguredError(ConfigurationError):
+    """No usable model: a base_url without a model name, or a Gemini model without a key
     (a `ConfigurationError`, so also an `AntigravityError` and a `ValueError`)."""
 
 

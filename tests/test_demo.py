@@ -1,4 +1,4 @@
-"""`antigravity demo` / `antigravity chat` (antigravity_sdk.demo) against the REAL harness.
+"""`antigravity demo` / `antigravity chat` (antigravity_sdk.cli) against the REAL harness.
 
 The demo tests need `localharness` (found by `find_harness()`); without it they are
 skipped locally and FAIL under CI (env `CI` set). The run_chat error-path tests need no
@@ -15,16 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from antigravity_sdk.demo import (
-    NOTES_TEXT,
-    DemoReport,
-    demo_policies,
-    demo_session,
-    is_allow_listed,
-    is_destructive,
-    run_chat,
-    run_demo,
-)
+from antigravity_sdk.cli.chat import run_chat
+from antigravity_sdk.cli.demo import NOTES_TEXT, demo_policies, demo_session, run_demo
+from antigravity_sdk.cli.report import DemoReport
+from antigravity_sdk.cli.shell import is_allow_listed, is_destructive
 from antigravity_sdk.errors import HarnessNotFoundError
 from antigravity_sdk.harness.install import find_harness
 from antigravity_sdk.policy import enforce
@@ -261,3 +255,33 @@ async def test_demo_policies_decide_like_the_transcript(tmp_path: Path) -> None:
     assert await decide("run_command", CommandLine="ls", Cwd=ws) == (True, "safe-shell")
     assert await decide("view_file", AbsolutePath=f"{ws}/../x") == (False, "workspace_only")
     assert await decide("view_file", AbsolutePath=f"{ws}/x") == (True, "allow_all")
+
+
+@pytest.mark.harness
+async def test_run_chat_default_policies(
+    offline: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a policy file: the shared no-destructive-shell rule, then every other shell
+    command asks the terminal (denied here: stdin is not a TTY)."""
+    _require_harness()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    (tmp_path / "keep").mkdir()
+    script = [
+        tool_call("run_command", CommandLine="rm -rf keep", Cwd=str(tmp_path)),
+        tool_call("run_command", CommandLine="ls", Cwd=str(tmp_path)),
+        "done.",
+    ]
+    out = io.StringIO()
+    async with ScriptedModel(script) as model:
+        code = await run_chat("clean up", base_url=model.base_url, model=model.model_name, out=out)
+        told = [str(m.get("content")) for m in model.requests[-1].messages if m["role"] == "tool"]
+    text = out.getvalue()
+    assert code == 0, text
+    rm = next(line for line in text.splitlines() if "rm -rf keep" in line)
+    assert "DENY" in rm and "no-destructive-shell" in rm
+    ls = next(line for line in text.splitlines() if "$ ls" in line)
+    assert "ASK" in ls and "confirm_run_command" in ls
+    assert (tmp_path / "keep").is_dir()
+    assert len(told) == 2 and all("denied" in t for t in told), told
+    assert "no-destructive-shell" in told[0] and "confirm_run_command" in told[1], told

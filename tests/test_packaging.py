@@ -143,5 +143,6 @@ def test_wheel_contents(wheel: Path) -> None:
     assert not any(n.startswith("antigravity/") or n == "antigravity.py" for n in names)
     assert not any(n.startswith(("tests/", "benches/", "examples/")) for n in names)
     assert "antigravity = antigravity_sdk.cli:main" in scripts
+    assert "antigravity_sdk/cli/__init__.py" in names  # the package the script points into
     assert "Name: antigravity-sdk" in metadata
     assert "Requires-Python: >=3.11" in metadata

@@ -8,12 +8,14 @@ field and never answers it.
 from __future__ import annotations
 
 import functools
+import os
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..errors import ModelNotConfiguredError
 from ..types import BuiltinTool, CapabilitiesConfig, McpHttpServer, McpServer, McpStdioServer
 from . import wire
 from .catalog import CAPABILITY_SWITCHES
@@ -21,7 +23,7 @@ from .protocol import HOOK_EVENTS
 
 pb = wire.pb
 
-__all__ = ["DEFAULT_GEMINI_MODEL", "ModelSettings", "harness_config"]
+__all__ = ["DEFAULT_GEMINI_MODEL", "ModelSettings", "harness_config", "resolve_model"]
 
 DEFAULT_GEMINI_MODEL: Final = "gemini-3.8-flash"
 
@@ -46,6 +48,36 @@ class ModelSettings:
             types=[pb.ModelType.TEXT],
             gemini_api_endpoint=pb.GeminiApiEndpoint(api_key=self.api_key or ""),
         )
+
+
+def resolve_model(
+    model: str | None, *, base_url: str | None = None, api_key: str | None = None
+) -> ModelSettings:
+    """The model the harness calls, for the agent and the command line alike.
+
+    With `base_url`: `model` served at that OpenAI-compatible endpoint (a `ScriptedModel`
+    passes its own). Without: the Gemini model `model` (default `DEFAULT_GEMINI_MODEL`),
+    keyed by `api_key`, else `GEMINI_API_KEY`. Raises `ModelNotConfiguredError` saying what
+    is missing.
+    """
+    if base_url is not None:
+        if not model:
+            raise ModelNotConfiguredError(
+                f"the endpoint {base_url} needs a model name (the model it serves)"
+            )
+        return ModelSettings(name=model, base_url=base_url)
+    key = api_key or os.environ.get("GEMINI_API_KEY")
+    if key:
+        return ModelSettings(name=model or DEFAULT_GEMINI_MODEL, api_key=key)
+    if model:
+        raise ModelNotConfiguredError(
+            f"model {model!r} is a Gemini model, which needs an API key (api_key or "
+            "GEMINI_API_KEY); for an OpenAI-compatible endpoint give its base_url too"
+        )
+    raise ModelNotConfiguredError(
+        "no model configured: use a ScriptedModel, a model name with the base_url of an "
+        "OpenAI-compatible endpoint (Ollama, vLLM), or set GEMINI_API_KEY for Gemini"
+    )
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""The `antigravity` command (also `python -m antigravity_sdk`).
+"""The `antigravity` argument parser and its small subcommands (policy, harness, doctor).
 
 Each subcommand is one `add_*` function that adds its parser and sets `run` to a
 handler `(args) -> exit code`; list the function in `COMMANDS` to register it.
@@ -13,15 +13,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from .errors import PolicyError
+from ..errors import PolicyError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .harness.effects import SandboxStatus
-    from .policy import PolicyEnforcer
+    from ..harness.effects import SandboxStatus
+    from ..policy import PolicyEnforcer
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -31,7 +31,7 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def _load_enforcer(path: str) -> PolicyEnforcer | None:
     """The policy file's enforcer, or None after printing why it is invalid."""
-    from . import policy
+    from .. import policy
 
     try:
         loaded = policy.load(path)
@@ -42,7 +42,7 @@ def _load_enforcer(path: str) -> PolicyEnforcer | None:
 
 
 def _policy_check(args: argparse.Namespace) -> int:
-    from . import policy
+    from .. import policy
 
     enforcer = _load_enforcer(args.file)
     if enforcer is None:
@@ -58,7 +58,7 @@ def _policy_check(args: argparse.Namespace) -> int:
 
 
 def _policy_explain(args: argparse.Namespace) -> int:
-    from .types import ToolCall
+    from ..types import ToolCall
 
     try:
         call_args = json.loads(args.args_json)
@@ -103,8 +103,8 @@ def add_policy(subparsers: Subparsers) -> None:
 
 
 def _harness_install(args: argparse.Namespace) -> int:
-    from .errors import HarnessNotFoundError
-    from .harness.install import HARNESS_VERSION, install_harness
+    from ..errors import HarnessNotFoundError
+    from ..harness.install import HARNESS_VERSION, install_harness
 
     try:
         path = install_harness(args.version or HARNESS_VERSION, force=args.force)
@@ -116,8 +116,8 @@ def _harness_install(args: argparse.Namespace) -> int:
 
 
 def _harness_path(args: argparse.Namespace) -> int:
-    from .errors import HarnessNotFoundError
-    from .harness.install import locate_harness
+    from ..errors import HarnessNotFoundError
+    from ..harness.install import locate_harness
 
     try:
         found = locate_harness()
@@ -151,11 +151,11 @@ async def _initialize(harness: Path) -> SandboxStatus | None:
     import tempfile
     from pathlib import Path
 
-    from .harness.config import ModelSettings, harness_config
-    from .harness.connection import LocalConnection
-    from .harness.effects import Initialized
-    from .harness.protocol import SessionCore
-    from .types import CapabilitiesConfig
+    from ..harness.config import ModelSettings, harness_config
+    from ..harness.connection import LocalConnection
+    from ..harness.effects import Initialized
+    from ..harness.protocol import SessionCore
+    from ..types import CapabilitiesConfig
 
     conn = LocalConnection(harness, startup_timeout=30.0)
     with tempfile.TemporaryDirectory(prefix="antigravity-doctor-") as tmp:
@@ -187,9 +187,9 @@ def _doctor(args: argparse.Namespace) -> int:
     import os
     import platform
 
-    from . import __version__
-    from .errors import AntigravityError
-    from .harness.install import HARNESS_VERSION, locate_harness
+    from .. import __version__
+    from ..errors import AntigravityError
+    from ..harness.install import HARNESS_VERSION, locate_harness
 
     ok = True
     print(f"antigravity-sdk {__version__} on Python {platform.python_version()}")
@@ -236,9 +236,18 @@ def add_doctor(subparsers: Subparsers) -> None:
 # -- antigravity demo / chat -----------------------------------------------------------------
 
 
+def _given(value: str) -> str | None:
+    """An option's value; an empty one (`--base-url "$UNSET"`) counts as not given."""
+    return value or None
+
+
 def _model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-url", help="an OpenAI-compatible /v1 endpoint (Ollama, vLLM)")
-    parser.add_argument("--model", help="the model name (Gemini, or served at --base-url)")
+    parser.add_argument(
+        "--base-url", type=_given, help="an OpenAI-compatible /v1 endpoint (Ollama, vLLM)"
+    )
+    parser.add_argument(
+        "--model", type=_given, help="the model name (Gemini, or served at --base-url)"
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -248,7 +257,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from .demo import run_chat
+    from .chat import run_chat
 
     return asyncio.run(
         run_chat(args.prompt, policies_file=args.policies, base_url=args.base_url, model=args.model)
