@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import errors as _errors
+
 if TYPE_CHECKING:
     from . import policy
     from .agent import Agent, AgentBuilder
@@ -113,26 +115,7 @@ _EXPORTS = {
     "Decision": "policy",
     "Policy": "policy",
     "PolicyEnforcer": "policy",
-    **dict.fromkeys(
-        (
-            "AgentStateError",
-            "AntigravityError",
-            "ConfigurationError",
-            "HarnessConnectionError",
-            "HarnessError",
-            "HarnessInstallError",
-            "HarnessNotFoundError",
-            "ModelNotConfiguredError",
-            "PolicyError",
-            "ProtocolError",
-            "ToolExecutionError",
-            "TurnDeniedError",
-            "TurnError",
-            "TurnFailedError",
-            "TurnTimeoutError",
-        ),
-        "errors",
-    ),
+    **dict.fromkeys(_errors.__all__, "errors"),  # errors.py is light: read its own list
     **dict.fromkeys(
         (
             "AskQuestionEntry",
