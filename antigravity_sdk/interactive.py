@@ -22,6 +22,7 @@ import threading
 import unicodedata
 from typing import Final
 
+from .harness.catalog import TOOLS
 from .types import ToolCall
 
 __all__ = ["confirm_in_terminal"]
@@ -83,12 +84,16 @@ def _rows(lines: list[str], first: str, then: str, width: int) -> list[str]:
     return rows
 
 
+_SHELL = TOOLS["run_command"]
+_COMMAND, _CWD = _SHELL.args[0], _SHELL.paths[0]  # CommandLine, Cwd
+
+
 def _describe(call: ToolCall, width: int = 80) -> str:
     """The call as the prompt shows it: a shell command line by line, else its arguments."""
     args = dict(call.args)
-    if call.name == "run_command" and not call.server_name and "CommandLine" in args:
-        command = str(args.pop("CommandLine"))
-        where = f" (in {_printable(str(args['Cwd']))})" if "Cwd" in args else ""
+    if call.name == _SHELL.name and not call.server_name and _COMMAND in args:
+        command = str(args.pop(_COMMAND))
+        where = f" (in {_printable(str(args[_CWD]))})" if _CWD in args else ""
         lines = command.split("\n")
         rows = _rows(lines, "$", ">", width)
         size = ""
