@@ -33,9 +33,10 @@ unit: harness
 
 test: lint typecheck unit
 
-# `test` on the default python3, then the whole suite on every other supported CPython.
-test-all: test
-	@scripts/test_all.sh "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+# `test` on the default python3, then the whole suite on every other supported CPython
+# (their venvs are built in the background while `test` runs).
+test-all:
+	@scripts/test_all.sh $(PYTHON)
 
 bench: harness
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

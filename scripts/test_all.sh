@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
-# Run the whole test suite on every supported CPython this machine has (see pythons.sh),
-# each in its own virtual environment (.venv-3.X), except DONE, the version `make test`
-# already covered. Runs them all, then fails if any failed.
-#   scripts/test_all.sh [DONE]
+# `make test` on the default python3, then the whole suite on every other supported
+# CPython this machine has (see pythons.sh), each in its own virtual environment
+# (.venv-3.X). The other environments are built in the background while `make test` runs
+# (installing is mostly waiting on the network and the disk); the suites themselves run
+# one at a time, so timing-sensitive tests never share the cores with another suite.
+# Runs everything, then fails if anything failed.
+#   scripts/test_all.sh PYTHON
 set -uo pipefail
-done_version=${1:-}
+python=${1:-python3}
 cd "$(dirname "$0")/.."
-failed=() passed=() ran=0
-while read -r version python; do
-    [ "$version" = "$done_version" ] && { passed+=("$version"); continue; }
-    ran=$((ran + 1))
-    echo "==> Python $version ($python): the whole suite"
-    if scripts/venv.sh "$python" ".venv-$version" dev \
-        && ".venv-$version/bin/python" -m pytest -q -p no:cacheprovider; then
+default=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none)
+
+declare -A setup_pid=() interpreter=()
+logs=$(mktemp -d)
+while read -r version path; do
+    [ "$version" = "$default" ] && continue
+    interpreter[$version]=$path
+    scripts/venv.sh "$path" ".venv-$version" dev >"$logs/$version.log" 2>&1 &
+    setup_pid[$version]=$!
+done < <(scripts/pythons.sh)
+
+failed=() passed=()
+if make test PYTHON="$python"; then passed+=("$default"); else failed+=("$default"); fi
+
+for version in $(printf '%s\n' "${!interpreter[@]}" | sort -V); do
+    echo "==> Python $version (${interpreter[$version]}): the whole suite"
+    if ! wait "${setup_pid[$version]}"; then
+        cat "$logs/$version.log"
+        failed+=("$version")
+        continue
+    fi
+    cat "$logs/$version.log"
+    if ".venv-$version/bin/python" -m pytest -q -p no:cacheprovider; then
         passed+=("$version")
     else
         failed+=("$version")
     fi
-done < <(scripts/pythons.sh)
+done
+rm -rf "$logs"
+
 missing=()
 for v in 3.11 3.12 3.13; do
     [[ " ${passed[*]} ${failed[*]} " == *" $v "* ]] || missing+=("$v")
