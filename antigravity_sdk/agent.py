@@ -35,6 +35,7 @@ from .errors import (
     AntigravityError,
     ConfigurationError,
     HarnessConnectionError,
+    TurnCancelledError,
     TurnDeniedError,
     TurnFailedError,
     TurnTimeoutError,
@@ -641,6 +642,8 @@ class Agent:
                     raise TurnTimeoutError(
                         f"the turn did not finish within {self._settings.turn_timeout}s (halted)"
                     ) from None
+                if isinstance(item, TurnCancelledError):
+                    raise item  # not finished: the clean-up below halts the harness's turn
                 if isinstance(item, BaseException):
                     finished = True
                     raise item
@@ -659,6 +662,17 @@ class Agent:
                 # Abandoned (error, timeout, cancellation, consumer gone): stop the harness's
                 # turn; the reader marks the agent idle when the harness confirms.
                 self._abandoning = self._spawn(self._abandon_turn())
+
+    async def cancel(self) -> bool:
+        """End the running turn now, from any task: its `chat()` (or `stream()`) raises
+        `TurnCancelledError`, requests still pending are answered fail-closed, and the
+        harness halts the turn. The session stays usable: the next turn starts once the
+        harness confirms. Returns whether a turn was running."""
+        queue = self._queue
+        if queue is None:
+            return False
+        queue.put_nowait(TurnCancelledError("the turn was cancelled (Agent.cancel())"))
+        return True
 
     async def _abandon_turn(self) -> None:
         """Answer every pending request fail-closed, then halt the harness's turn. In that

@@ -12,6 +12,7 @@
     ├── ProtocolError                          a frame the SDK cannot decode
     └── TurnError                              a turn did not complete
         ├── TurnDeniedError                    a pre_turn hook denied it; no model call
+        ├── TurnCancelledError                 Agent.cancel() ended it
         ├── TurnFailedError                    the harness ended it with an error
         └── TurnTimeoutError (also TimeoutError)  past turn_timeout; the turn was halted
 
@@ -40,6 +41,7 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "ToolExecutionError",
+    "TurnCancelledError",
     "TurnDeniedError",
     "TurnError",
     "TurnFailedError",
@@ -98,6 +100,10 @@ class TurnDeniedError(TurnError):
     def __init__(self, result: HookResult) -> None:
         self.result = result
         super().__init__(result.message)
+
+
+class TurnCancelledError(TurnError):
+    """`Agent.cancel()` ended the turn; the harness halted it and the session goes on."""
 
 
 class TurnFailedError(TurnError):
