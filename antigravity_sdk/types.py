@@ -137,7 +137,9 @@ class ChatResponse(_Model):
 
 
 class StreamChunk(_Model):
-    """One piece of a streamed turn: a text delta, a thought delta, or a tool call.
+    """One piece of a streamed turn: a text delta, a thought delta, a tool call (when it
+    reaches the SDK for a decision), or a tool result (when the tool has run: `text` is
+    the start of its output, `error` its error, `tool_call` the call).
 
     `trajectory_id` says whose: the conversation's id for the agent itself, another id
     for a subagent.
@@ -145,8 +147,9 @@ class StreamChunk(_Model):
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
-    type: Literal["text", "thought", "tool_call"]
+    type: Literal["text", "thought", "tool_call", "tool_result"]
     text: str = ""
+    error: str = ""
     tool_call: ToolCall | None = None
     step_index: int = 0
     trajectory_id: str = ""

@@ -561,8 +561,18 @@ def test_a_tool_step_without_its_pre_tool_describes_itself() -> None:
         text="Tool execution",
         runCommand={**action, "exitCode": 0, "combinedOutput": "hi\r\n"},
     )
-    assert c.receive(done) == []
+    (result,) = c.receive(done)  # a streaming turn gets the finished tool's result
+    assert c.receive(copy.deepcopy(done)) == []  # once
     (s,) = c.response().steps
+    assert result == Chunk(
+        StreamChunk(
+            type="tool_result",
+            text="hi\r\n",
+            tool_call=s.tool_call,
+            step_index=1,
+            trajectory_id=MAIN,
+        )
+    )
     assert (s.kind, s.state, s.output, s.exit_code) == ("tool_call", "done", "hi\r\n", 0)
     assert s.tool_call == ToolCall(
         name="run_command", args={"CommandLine": "echo hi > ran.txt", "Cwd": "/ws"}
@@ -575,6 +585,39 @@ def test_a_turn_that_does_not_stream_gets_no_chunks() -> None:
     c.user_input("quiet", streaming=False)
     (pre,) = c.receive(pre_tool("run_command", {"CommandLine": "true"}))
     assert isinstance(pre, HookCall)
+    done = step(
+        3,
+        "STATE_DONE",
+        "SOURCE_MODEL",
+        "TARGET_ENVIRONMENT",
+        runCommand={"commandLine": "true", "exitCode": 0, "combinedOutput": ""},
+    )
+    assert c.receive(done) == []
+
+
+def test_a_failed_tool_streams_its_error_and_long_output_is_cut() -> None:
+    c = core()
+    c.user_input("view")
+    failed = step(
+        2,
+        "STATE_ERROR",
+        "SOURCE_MODEL",
+        "TARGET_ENVIRONMENT",
+        errorMessage="Cannot view file /ws/missing.txt which does not exist.",
+        viewFile={"filePath": "file:///ws/missing.txt"},
+    )
+    (result,) = c.receive(failed)
+    assert result.chunk.type == "tool_result" and "does not exist" in result.chunk.error
+    assert result.chunk.tool_call.name == "view_file"
+    long = step(
+        3,
+        "STATE_DONE",
+        "SOURCE_MODEL",
+        "TARGET_ENVIRONMENT",
+        runCommand={"commandLine": "yes", "exitCode": 0, "combinedOutput": "y\n" * 5000},
+    )
+    (result,) = c.receive(long)
+    assert result.chunk.text == ("y\n" * 5000)[:2000]
 
 
 def test_file_uris_become_paths() -> None:
@@ -1140,7 +1183,7 @@ def test_baseline_session_effects() -> None:
         [],
         ["Chunk", "HookCall"],  # PRE_TOOL announces the call to a streaming turn
         [],
-        [],
+        ["Chunk"],  # the tool step is done: its result is streamed
         ["HookCall"],
         ["Chunk", "HookCall"],
         ["tool_error"],
@@ -1157,6 +1200,8 @@ def test_baseline_session_effects() -> None:
     announced, pre = BASELINE[5]
     assert pre.arg.name == "write_to_file"
     assert announced.chunk.tool_call == pre.arg
+    (result,) = BASELINE[7]
+    assert result.chunk.type == "tool_result" and result.chunk.tool_call == pre.arg
     end = BASELINE[-2][0]
     assert end.response.text == "done"
     assert end.response.usage.total_token_count == 105

@@ -111,6 +111,7 @@ class _StepState:
     action: str = ""
     action_fields: dict[str, Any] = field(default_factory=dict)
     asked: bool = False
+    reported: bool = False  # its tool_result chunk was streamed
 
     def to_step(self, executed: ToolCall | None) -> Step:
         """The public view; `executed` is the call a tool step runs (see `_executed_call`)."""
@@ -513,8 +514,9 @@ class SessionCore:
     def _chunks(
         self, step: _StepState, update: dict[str, Any], found: list[effects.Effect]
     ) -> None:
-        """The stream chunks one step update carries: text and thought (tool calls are
-        announced from their PRE_TOOL request)."""
+        """The stream chunks one step update carries: text and thought, and a tool step's
+        result once it is done or failed (tool calls are announced from their PRE_TOOL
+        request)."""
         if step.source == "model" and step.target == "TARGET_USER" and step.state != "error":
             delta = str_field(update, "textDelta")
             if delta and not step.action:
@@ -522,6 +524,18 @@ class SessionCore:
         thought = str_field(update, "thinkingDelta")
         if thought:
             found.append(effects.Chunk(_chunk("thought", thought, step)))
+        if not step.reported and step.state in _FINISHED and _is_tool_action(step.action):
+            step.reported = True
+            public = step.to_step(self._executed_call(step, set()))
+            result = StreamChunk(
+                type="tool_result",
+                text=(public.output or "")[:_RESULT_PREVIEW],
+                error=public.error,
+                tool_call=public.tool_call,
+                step_index=step.step_index,
+                trajectory_id=step.trajectory_id,
+            )
+            found.append(effects.Chunk(result))
 
     def _trajectory_update(self, update: dict[str, Any]) -> list[effects.Effect]:
         trajectory = str_field(update, "trajectoryId")
@@ -586,6 +600,10 @@ class SessionCore:
                 used.add(n)
                 return call
         return described
+
+
+_FINISHED: Final = frozenset({"done", "error"})
+_RESULT_PREVIEW: Final = 2000  # characters of a tool's output in its tool_result chunk
 
 
 def _chunk(kind: Literal["text", "thought"], delta: str, step: _StepState) -> StreamChunk:
