@@ -176,12 +176,17 @@ async def test_stream_shows_subagents_only_when_asked(
     main = agent.conversation_id
     assert main and {c.trajectory_id for c in own} == {main}
     assert "".join(c.text for c in own if c.type == "text").startswith("main done")
-    assert [c.tool_call.name for c in own if c.tool_call] == ["invoke_subagent"]
+    # (tool_call chunks: each tool's result also carries its call, as a tool_result chunk)
+    assert [c.tool_call.name for c in own if c.type == "tool_call" and c.tool_call] == [
+        "invoke_subagent"
+    ]
     subs = [c for c in everything if c.trajectory_id != main]
     assert subs and len({c.trajectory_id for c in subs}) == 1
     assert "".join(c.text for c in subs if c.type == "text") == "sub says hi"
-    assert [c.tool_call.name for c in subs if c.tool_call] == ["view_file"]
-    assert [c.tool_call.name for c in everything if c.tool_call] == [
+    assert [c.tool_call.name for c in subs if c.type == "tool_call" and c.tool_call] == [
+        "view_file"
+    ]
+    assert [c.tool_call.name for c in everything if c.type == "tool_call" and c.tool_call] == [
         "invoke_subagent",
         "view_file",
     ]
