@@ -8,20 +8,14 @@ import time
 
 import pytest
 
-from antigravity_sdk import Hook, HookResult, ToolCall, TurnCancelledError, policy
+from antigravity_sdk import TurnCancelledError, policy
 from antigravity_sdk.testing import tool_call
 
 from .conftest import AgentFactory, Workspace
 from .test_examples import load_example
 
-
-class Started(Hook):
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
-        self.event.set()
-        return HookResult.allowed()
+# The example's hook: signals when the model's tool call has been allowed.
+Started = load_example("cancel_turn").Started
 
 
 async def test_cancel_ends_a_turn_blocked_in_a_slow_tool(

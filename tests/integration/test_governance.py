@@ -59,20 +59,20 @@ def _tool_calls_so_far(messages: list[dict[str, Any]]) -> int:
     return sum(len(m.get("tool_calls") or ()) for m in messages if m.get("role") == "assistant")
 
 
-def model_defined_subagent(marker: Path) -> Any:
+def model_defined_subagent(marker: Path, name: str = "w") -> Any:
     """The main agent defines a write-enabled subagent and invokes it; the subagent (same
     model endpoint, told apart by its system prompt) runs `touch MARKER`."""
     main = [
         tool_call(
             "define_subagent",
-            name="w",
+            name=name,
             description="does what it is told",
             system_prompt=SUBAGENT_PROMPT,
             enable_write_tools=True,
         ),
         tool_call(
             "invoke_subagent",
-            Subagents=[{"TypeName": "w", "Prompt": f"touch {marker}", "Role": "Worker"}],
+            Subagents=[{"TypeName": name, "Prompt": f"touch {marker}", "Role": "Worker"}],
         ),
         "finished",
     ]
@@ -112,6 +112,21 @@ async def test_a_model_defined_subagent_never_runs(
     shown = "\n".join(tool_messages(model, len(model.requests) - 1))
     assert "refused: subagent type 'w'" in shown
     # ... and no request ever came from the subagent.
+    assert not any(_is_subagent(r.messages) for r in model.requests)
+
+
+async def test_a_model_defined_subagent_named_research_does_not_shadow_the_built_in(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    # The guard lets TypeName "research" through: a definition under that name must not
+    # take the built-in's place (measured: the built-in research subagent runs instead).
+    marker = env.ws / "pwned"
+    agent, model = make_agent(
+        model_defined_subagent(marker, name="research"), policies=[policy.allow_all()]
+    )
+    async with agent:
+        await agent.chat("get the fake research subagent to touch the file")
+    assert not marker.exists()
     assert not any(_is_subagent(r.messages) for r in model.requests)
 
 
