@@ -11,6 +11,9 @@ __all__ = (
     "BudgetConfigBudgetScope",
     "ClientInfo",
     "CompactionConfig",
+    "CustomEndpoint",
+    "CustomSystemInstructions",
+    "CustomSystemInstructionsPart",
     "FileEditToolConfig",
     "FilesystemWorkspace",
     "FindToolConfig",
@@ -43,12 +46,21 @@ __all__ = (
     "RunWorkflowToolConfig",
     "ScheduleToolConfig",
     "SearchWebToolConfig",
+    "SkillSource",
+    "SkillsConfig",
     "SubagentsConfig",
+    "SystemInstructionTemplate",
+    "SystemInstructionTemplateArg",
     "SystemInstructions",
+    "TemplateOverride",
     "Tool",
     "ToolExecutionMode",
+    "ToolOutputTruncation",
+    "ToolOutputTruncationErrorStrategy",
+    "ToolOutputTruncationTruncateStrategy",
     "ToolSearchConfig",
     "UserQuestionsConfig",
+    "VertexEndpoint",
     "ViewFileToolConfig",
     "Workspace",
     "WriteToFileToolConfig",
@@ -329,6 +341,55 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class CustomEndpoint(betterproto2.Message):
+    backend_type: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    config_json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("antigravity.localharness", "CustomEndpoint", CustomEndpoint)
+
+
+@dataclass(eq=False, repr=False)
+class CustomSystemInstructions(betterproto2.Message):
+    part: "list[CustomSystemInstructionsPart]" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message(
+    "antigravity.localharness", "CustomSystemInstructions", CustomSystemInstructions
+)
+
+
+@dataclass(eq=False, repr=False)
+class CustomSystemInstructionsPart(betterproto2.Message):
+    """
+
+
+    Oneofs:
+        - part:
+    """
+
+    text: "str | None" = betterproto2.field(
+        1, betterproto2.TYPE_STRING, optional=True, group="part"
+    )
+
+    template: "SystemInstructionTemplate | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True, group="part"
+    )
+
+    builtin_section: "str | None" = betterproto2.field(
+        3, betterproto2.TYPE_STRING, optional=True, group="part"
+    )
+
+
+default_message_pool.register_message(
+    "antigravity.localharness", "CustomSystemInstructions.Part", CustomSystemInstructionsPart
+)
+
+
+@dataclass(eq=False, repr=False)
 class FileEditToolConfig(betterproto2.Message):
     enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
 
@@ -468,6 +529,18 @@ class HarnessConfig(betterproto2.Message):
 
     compaction_config: "CompactionConfig | None" = betterproto2.field(
         24, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    skills_paths: "list[str]" = betterproto2.field(9, betterproto2.TYPE_STRING, repeated=True)
+
+    finish_tool_schema_json: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+
+    tool_output_truncation: "ToolOutputTruncation | None" = betterproto2.field(
+        18, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    skills_config: "SkillsConfig | None" = betterproto2.field(
+        27, betterproto2.TYPE_MESSAGE, optional=True
     )
 
 
@@ -710,8 +783,16 @@ class ModelConfig(betterproto2.Message):
         3, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
     )
 
+    vertex_endpoint: "VertexEndpoint | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
+    )
+
     gemma_endpoint: "GemmaEndpoint | None" = betterproto2.field(
         6, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
+    )
+
+    custom_endpoint: "CustomEndpoint | None" = betterproto2.field(
+        7, betterproto2.TYPE_MESSAGE, optional=True, group="endpoint"
     )
 
     name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -831,6 +912,37 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class SkillsConfig(betterproto2.Message):
+    enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+
+    skills: "list[SkillSource]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+
+
+default_message_pool.register_message("antigravity.localharness", "SkillsConfig", SkillsConfig)
+
+
+@dataclass(eq=False, repr=False)
+class SkillSource(betterproto2.Message):
+    """
+
+
+    Oneofs:
+        - source:
+    """
+
+    skill: "__genai__skills__.Skill | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True, group="source"
+    )
+
+    directory_path: "str | None" = betterproto2.field(
+        2, betterproto2.TYPE_STRING, optional=True, group="source"
+    )
+
+
+default_message_pool.register_message("antigravity.localharness", "SkillSource", SkillSource)
+
+
+@dataclass(eq=False, repr=False)
 class SubagentsConfig(betterproto2.Message):
     enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
 
@@ -853,13 +965,65 @@ class SystemInstructions(betterproto2.Message):
         - type:
     """
 
+    custom: "CustomSystemInstructions | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True, group="type"
+    )
+
     appended: "AppendedSystemInstructions | None" = betterproto2.field(
         2, betterproto2.TYPE_MESSAGE, optional=True, group="type"
+    )
+
+    overrides: "list[TemplateOverride]" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
 
 default_message_pool.register_message(
     "antigravity.localharness", "SystemInstructions", SystemInstructions
+)
+
+
+@dataclass(eq=False, repr=False)
+class SystemInstructionTemplate(betterproto2.Message):
+    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    args: "list[SystemInstructionTemplateArg]" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message(
+    "antigravity.localharness", "SystemInstructionTemplate", SystemInstructionTemplate
+)
+
+
+@dataclass(eq=False, repr=False)
+class SystemInstructionTemplateArg(betterproto2.Message):
+    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    value: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "antigravity.localharness", "SystemInstructionTemplate.Arg", SystemInstructionTemplateArg
+)
+
+
+@dataclass(eq=False, repr=False)
+class TemplateOverride(betterproto2.Message):
+    title: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    text: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    remove: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+
+    si_template: "list[SystemInstructionTemplate]" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message(
+    "antigravity.localharness", "TemplateOverride", TemplateOverride
 )
 
 
@@ -880,6 +1044,57 @@ default_message_pool.register_message("antigravity.localharness", "Tool", Tool)
 
 
 @dataclass(eq=False, repr=False)
+class ToolOutputTruncation(betterproto2.Message):
+    """
+
+
+    Oneofs:
+        - strategy:
+    """
+
+    truncate: "ToolOutputTruncationTruncateStrategy | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True, group="strategy"
+    )
+
+    error: "ToolOutputTruncationErrorStrategy | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True, group="strategy"
+    )
+
+
+default_message_pool.register_message(
+    "antigravity.localharness", "ToolOutputTruncation", ToolOutputTruncation
+)
+
+
+@dataclass(eq=False, repr=False)
+class ToolOutputTruncationErrorStrategy(betterproto2.Message):
+    max_tokens: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    error_message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message(
+    "antigravity.localharness",
+    "ToolOutputTruncation.ErrorStrategy",
+    ToolOutputTruncationErrorStrategy,
+)
+
+
+@dataclass(eq=False, repr=False)
+class ToolOutputTruncationTruncateStrategy(betterproto2.Message):
+    max_tokens: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+
+    save_full_output: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+
+
+default_message_pool.register_message(
+    "antigravity.localharness",
+    "ToolOutputTruncation.TruncateStrategy",
+    ToolOutputTruncationTruncateStrategy,
+)
+
+
+@dataclass(eq=False, repr=False)
 class ToolSearchConfig(betterproto2.Message):
     enabled: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
 
@@ -897,6 +1112,30 @@ class UserQuestionsConfig(betterproto2.Message):
 default_message_pool.register_message(
     "antigravity.localharness", "UserQuestionsConfig", UserQuestionsConfig
 )
+
+
+@dataclass(eq=False, repr=False)
+class VertexEndpoint(betterproto2.Message):
+    base_url: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    http_headers: "dict[str, str]" = betterproto2.field(
+        2,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+
+    project: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    location: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    options: "GeminiModelOptions | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, optional=True
+    )
+
+    api_key: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("antigravity.localharness", "VertexEndpoint", VertexEndpoint)
 
 
 @dataclass(eq=False, repr=False)
@@ -934,3 +1173,6 @@ class WriteToFileToolConfig(betterproto2.Message):
 default_message_pool.register_message(
     "antigravity.localharness", "WriteToFileToolConfig", WriteToFileToolConfig
 )
+
+
+from ...genai import skills as __genai__skills__
