@@ -16,10 +16,12 @@ if TYPE_CHECKING:
     from . import policy
     from .agent import Agent, AgentBuilder
     from .context import HookContext, ToolContext, current_context
+    from .conversations import ConversationInfo, list_conversations
     from .errors import (
         AgentStateError,
         AntigravityError,
         ConfigurationError,
+        ConversationNotFoundError,
         HarnessConnectionError,
         HarnessError,
         HarnessInstallError,
@@ -67,6 +69,8 @@ __all__ = [
     "CapabilitiesConfig",
     "ChatResponse",
     "ConfigurationError",
+    "ConversationInfo",
+    "ConversationNotFoundError",
     "Decision",
     "HarnessConnectionError",
     "HarnessError",
@@ -99,6 +103,7 @@ __all__ = [
     "UsageMetadata",
     "__version__",
     "current_context",
+    "list_conversations",
     "policy",
 ]
 
@@ -112,6 +117,8 @@ _EXPORTS = {
     "HookContext": "context",
     "ToolContext": "context",
     "current_context": "context",
+    "ConversationInfo": "conversations",
+    "list_conversations": "conversations",
     "Hook": "hooks",
     "HookRunner": "hooks",
     "Decision": "policy",

@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from . import policy
 from .context import ToolContext
+from .conversations import check_conversation_id, conversation_file, default_save_dir
 from .errors import (
     AgentStateError,
     AntigravityError,
     ConfigurationError,
+    ConversationNotFoundError,
     HarnessConnectionError,
     TurnCancelledError,
     TurnDeniedError,
@@ -147,6 +149,8 @@ class _Settings:
     api_key: str | None = None
     harness_path: str | os.PathLike[str] | None = None
     save_dir: Path | None = None
+    resume: str = ""  # the id of a saved conversation to continue
+    create_if_missing: bool = False
     app_data_dir: Path | None = None
     connection: Any = None
     hook_timeout: float | None = None
@@ -239,6 +243,18 @@ class AgentBuilder:
     def save_dir(self, path: str | os.PathLike[str]) -> AgentBuilder:
         """Where the harness stores conversations (default: under the SDK's cache dir)."""
         self._settings.save_dir = Path(path)
+        return self
+
+    def resume(self, conversation_id: str, *, create: bool = False) -> AgentBuilder:
+        """Continue the conversation saved under the save dir as `conversation_id` (an
+        earlier agent's `conversation_id`; `list_conversations()` lists them). `start()`
+        raises `ConversationNotFoundError` if it is not saved, unless `create`: then a new
+        conversation starts under that id. The earlier steps are in `agent.history`; this
+        agent's own hooks and policies govern everything from here on."""
+        if not isinstance(create, bool):
+            raise TypeError(f"create must be a bool, got {type(create).__name__}")
+        self._settings.resume = check_conversation_id(conversation_id)
+        self._settings.create_if_missing = create
         return self
 
     def app_data_dir(self, path: str | os.PathLike[str]) -> AgentBuilder:
@@ -439,12 +455,13 @@ class Agent:
         from .harness.connection import LocalConnection
 
         settings = self._settings
+        save_dir = (settings.save_dir or default_save_dir()).resolve()
+        self._check_resumable(save_dir)
         self._started = True
         self._reset_session()
         try:
             model = await self._model_settings()
             root = _default_root()
-            save_dir = (settings.save_dir or root / "conversations").resolve()
             app_data = (settings.app_data_dir or root / "app-data").resolve()
             self.hook_runner = HookRunner(
                 [*self._hooks, self.policy_enforcer], timeout=settings.hook_timeout
@@ -483,11 +500,11 @@ class Agent:
                     system_instructions=settings.system_instructions,
                     tools=self._tools.declarations(),
                     mcp_servers=settings.mcp_servers,
+                    resume=settings.resume,
+                    create_if_missing=settings.create_if_missing,
                 )
             )
-            await self._wait(
-                self._initialized, settings.startup_timeout, "initialize the conversation"
-            )
+            await self._wait_initialized(save_dir)
             self._idle.set()
             await self._session_hooks(self.hook_runner.dispatch_session_start, "on_session_start")
             if settings.triggers:
@@ -497,6 +514,28 @@ class Agent:
                 await self._triggers.start(self._trigger_send)
         except BaseException:
             await self._shutdown()
+            raise
+
+    def _check_resumable(self, save_dir: Path) -> None:
+        """Before anything starts: a conversation to resume must be saved. Only a harness
+        the agent spawns reads this save dir; a remote one answers for its own."""
+        settings = self._settings
+        if not settings.resume or settings.create_if_missing or settings.connection:
+            return
+        if not conversation_file(save_dir, settings.resume).is_file():
+            raise _not_found(settings.resume, save_dir)
+
+    async def _wait_initialized(self, save_dir: Path) -> None:
+        settings = self._settings
+        try:
+            await self._wait(
+                self._initialized, settings.startup_timeout, "initialize the conversation"
+            )
+        except HarnessConnectionError as exc:
+            # Removed since the check, or a remote harness's own save dir: the harness
+            # says so on stderr and exits.
+            if settings.resume and "cannot resume" in exc.stderr_tail:
+                raise _not_found(settings.resume, save_dir) from exc
             raise
 
     def _reset_session(self) -> None:
@@ -774,6 +813,14 @@ class Agent:
             await conn.send(frame)
         except Exception as exc:  # the reader reports a dead connection; nothing to add
             logger.debug("could not send %s: %s", next(iter(frame)), exc)
+
+
+def _not_found(conversation_id: str, save_dir: Path) -> ConversationNotFoundError:
+    return ConversationNotFoundError(
+        f"no conversation {conversation_id!r} is saved in {str(save_dir)!r}: "
+        "list_conversations(save_dir) lists the saved ones, and resume(id, create=True) "
+        "starts a new conversation under an id that is not saved"
+    )
 
 
 def _check_prompt(prompt: object) -> None:

@@ -3,7 +3,8 @@
     AntigravityError
     ├── ConfigurationError (also ValueError)   build() or start() refuses the settings
     │   ├── PolicyError (also ValueError)      an invalid policy set or policy file
-    │   └── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
+    │   ├── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
+    │   └── ConversationNotFoundError          resume(): no such conversation is saved
     ├── AgentStateError (also RuntimeError)    not started, already started, ...
     ├── HarnessError                           the harness binary or process
     │   ├── HarnessNotFoundError               no usable binary; says how to install one
@@ -33,6 +34,7 @@ __all__ = [
     "AgentStateError",
     "AntigravityError",
     "ConfigurationError",
+    "ConversationNotFoundError",
     "HarnessConnectionError",
     "HarnessError",
     "HarnessInstallError",
@@ -127,6 +129,11 @@ class PolicyError(ConfigurationError):
 class ModelNotConfiguredError(ConfigurationError):
     """No usable model: a base_url without a model name, or a Gemini model without a key
     (a `ConfigurationError`, so also an `AntigravityError` and a `ValueError`)."""
+
+
+class ConversationNotFoundError(ConfigurationError):
+    """`resume(conversation_id)` names a conversation that is not saved under the save dir;
+    raised by `start()` before any turn (`list_conversations()` lists the saved ones)."""
 
 
 class ProtocolError(AntigravityError):

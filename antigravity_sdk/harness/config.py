@@ -136,8 +136,13 @@ def harness_config(
     system_instructions: str = "",
     tools: Sequence[tuple[str, str, str]] = (),
     mcp_servers: Sequence[McpServer] = (),
+    resume: str = "",
+    create_if_missing: bool = False,
 ) -> dict[str, Any]:
     """The `InitializeConversationEvent` to send, as a canonical-JSON dict.
+
+    `resume`: the id of a saved conversation to continue (the harness fails if it is not
+    saved, unless `create_if_missing`: then it starts a new one under that id).
 
     `hook_events` are the Hook method names some registered hook overrides; the harness
     is asked to call back for exactly those (session start is dispatched by the SDK
@@ -162,6 +167,12 @@ def harness_config(
         ],
         mcp_servers=[_mcp(s) for s in mcp_servers],
     )
+    if resume:
+        config.cascade_id = resume
+        mode = pb.HarnessConfigSessionContinuationMode
+        config.session_continuation_mode = (
+            mode.CREATE_OR_RESUME if create_if_missing else mode.RESUME
+        )
     if system_instructions:
         config.system_instructions = pb.SystemInstructions(
             appended=pb.AppendedSystemInstructions(

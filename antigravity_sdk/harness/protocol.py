@@ -358,6 +358,10 @@ class SessionCore:
                     step = self._merge_step(update)
                     history.append(step.to_step(self._executed_call(step, set())))
             self._steps = {}
+            if "cumulativeUsage" in response:
+                # A resumed conversation's usage updates count from its first turn: the
+                # first turn here must not report the earlier sessions' tokens as its own.
+                self.usage = _usage(obj_field(response, "cumulativeUsage"))
             return [effects.Initialized(self.conversation_id, tuple(history), _sandbox(response))]
         if "sessionEndResponse" in frame:
             return [effects.SessionEnded()]
