@@ -35,7 +35,9 @@ if TYPE_CHECKING:
         TurnTimeoutError,
     )
     from .hooks import Hook, HookRunner
+    from .instructions import BUILTIN_SECTIONS, BuiltinSection
     from .policy import Decision, Policy, PolicyEnforcer
+    from .skills import Skill
     from .types import (
         AskQuestionEntry,
         AskQuestionOption,
@@ -57,12 +59,14 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "BUILTIN_SECTIONS",
     "Agent",
     "AgentBuilder",
     "AgentStateError",
     "AntigravityError",
     "AskQuestionEntry",
     "AskQuestionOption",
+    "BuiltinSection",
     "BuiltinTool",
     "CapabilitiesConfig",
     "ChatResponse",
@@ -85,6 +89,7 @@ __all__ = [
     "ProtocolError",
     "QuestionHookResult",
     "QuestionResponse",
+    "Skill",
     "Step",
     "StreamChunk",
     "ToolCall",
@@ -114,6 +119,9 @@ _EXPORTS = {
     "current_context": "context",
     "Hook": "hooks",
     "HookRunner": "hooks",
+    "BUILTIN_SECTIONS": "instructions",
+    "BuiltinSection": "instructions",
+    "Skill": "skills",
     "Decision": "policy",
     "Policy": "policy",
     "PolicyEnforcer": "policy",

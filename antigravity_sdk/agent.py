@@ -22,13 +22,14 @@ from collections.abc import (
     Callable,
     Coroutine,
     Iterable,
+    Mapping,
     Sequence,
 )
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from . import policy
+from . import instructions, policy
 from .context import ToolContext
 from .errors import (
     AgentStateError,
@@ -60,7 +61,9 @@ from .harness.effects import (
 )
 from .harness.protocol import SessionCore
 from .hooks import Hook, HookRunner
+from .instructions import BuiltinSection
 from .policy._rules import _is_duration
+from .skills import Skill, check_skill_dir, check_skills
 from .types import (
     BuiltinTool,
     CapabilitiesConfig,
@@ -141,6 +144,10 @@ class _Settings:
     declared_servers: list[str] = field(default_factory=list)  # by PolicyFiles
     workspaces: list[Path] = field(default_factory=list)
     system_instructions: str = ""
+    custom_instructions: list[dict[str, str]] = field(default_factory=list)
+    section_overrides: list[dict[str, Any]] = field(default_factory=list)
+    skills_paths: list[Path] = field(default_factory=list)
+    skills: list[Skill] = field(default_factory=list)
     capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
     model: Any = None  # str | ServedModel | None
     base_url: str | None = None
@@ -207,7 +214,37 @@ class AgentBuilder:
         return self
 
     def system_instructions(self, text: str) -> AgentBuilder:
-        self._settings.system_instructions = text
+        """Text appended to the harness's own system prompt (as its `<Instructions>`)."""
+        self._settings.system_instructions = instructions.check_text(
+            "system_instructions", text, empty=True
+        )
+        return self
+
+    def replace_system_instructions(self, *parts: str | BuiltinSection) -> AgentBuilder:
+        """Replace the harness's system prompt entirely with `parts`, in order: your text,
+        and any `BuiltinSection` of the harness's prompt to keep. The prompt governs
+        nothing: hooks and policies still decide every tool call."""
+        self._settings.custom_instructions = instructions.custom_parts(parts)
+        return self
+
+    def override_system_sections(self, sections: Mapping[str, str | None]) -> AgentBuilder:
+        """Replace sections of the harness's default prompt by name (`"identity"`,
+        `"communication_style"`, ...), or remove one with None."""
+        self._settings.section_overrides = instructions.overrides(sections)
+        return self
+
+    def skills_paths(self, paths: Iterable[str | os.PathLike[str]]) -> AgentBuilder:
+        """Directories of skills (each skill a sub-directory with a `SKILL.md`)."""
+        if isinstance(paths, str | os.PathLike):
+            raise TypeError("skills_paths() takes a list of paths, not one path")
+        self._settings.skills_paths.extend(
+            check_skill_dir(Path(path).expanduser().resolve()) for path in paths
+        )
+        return self
+
+    def skills(self, skills: Iterable[Skill]) -> AgentBuilder:
+        """Inline skills, which the model reads with `lookup_skill` (see `Skill`)."""
+        self._settings.skills = check_skills([*self._settings.skills, *skills])
         return self
 
     def capabilities(self, capabilities: CapabilitiesConfig) -> AgentBuilder:
@@ -293,6 +330,7 @@ class AgentBuilder:
 
         settings = replace(self._settings)
         _check_capabilities(settings)
+        _check_exclusive(settings)
         tools = ToolRunner(settings.tools, context=ToolContext())
         clashes = sorted(set(tools.tools) & RESERVED_TOOL_NAMES)
         if clashes:
@@ -336,6 +374,30 @@ def default_policies(workspaces: Sequence[Path] = ()) -> list[Any]:
         ),
         *(policy.workspace_only(workspaces) if workspaces else ()),
     ]
+
+
+def _check_exclusive(settings: _Settings) -> None:
+    """Settings the harness takes only one of; it would fail the first turn, or refuse to
+    start, with both."""
+    modes = [
+        name
+        for name, value in (
+            ("system_instructions()", settings.system_instructions),
+            ("replace_system_instructions()", settings.custom_instructions),
+            ("override_system_sections()", settings.section_overrides),
+        )
+        if value
+    ]
+    if len(modes) > 1:
+        raise ConfigurationError(
+            f"{' and '.join(modes)} cannot be combined: the harness takes one of them "
+            "(to append while overriding, override a section with the text to add)"
+        )
+    if settings.skills_paths and settings.skills:
+        raise ConfigurationError(
+            "skills_paths() and skills() cannot be combined: the harness takes either "
+            "skill directories or inline skills"
+        )
 
 
 def _check_capabilities(settings: _Settings) -> None:
@@ -481,6 +543,10 @@ class Agent:
                     capabilities=settings.capabilities,
                     hook_events=self.hook_runner.subscribed_events(),
                     system_instructions=settings.system_instructions,
+                    custom_instructions=settings.custom_instructions,
+                    section_overrides=settings.section_overrides,
+                    skills_paths=settings.skills_paths,
+                    skills=settings.skills,
                     tools=self._tools.declarations(),
                     mcp_servers=settings.mcp_servers,
                 )

@@ -10,14 +10,16 @@ from __future__ import annotations
 import functools
 import os
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ModelNotConfiguredError
+from ..skills import Skill
 from ..types import BuiltinTool, CapabilitiesConfig, McpHttpServer, McpServer, McpStdioServer
 from . import wire
+from ._proto.genai import skills as skill_pb
 from .catalog import CAPABILITY_SWITCHES
 from .protocol import HOOK_EVENTS
 
@@ -126,6 +128,16 @@ def _mcp(server: McpServer) -> Any:
     )
 
 
+def _skill(skill: Skill) -> Any:
+    return skill_pb.Skill(
+        name=skill.name,
+        description=skill.description,
+        content=skill.content,
+        allowed_tools=list(skill.allowed_tools),
+        metadata=dict(skill.metadata),
+    )
+
+
 def harness_config(
     *,
     model: ModelSettings,
@@ -136,6 +148,10 @@ def harness_config(
     system_instructions: str = "",
     tools: Sequence[tuple[str, str, str]] = (),
     mcp_servers: Sequence[McpServer] = (),
+    custom_instructions: Sequence[Mapping[str, Any]] = (),
+    section_overrides: Sequence[Mapping[str, Any]] = (),
+    skills_paths: Sequence[Path] = (),
+    skills: Sequence[Skill] = (),
 ) -> dict[str, Any]:
     """The `InitializeConversationEvent` to send, as a canonical-JSON dict.
 
@@ -171,6 +187,21 @@ def harness_config(
                     )
                 ]
             )
+        )
+    if custom_instructions:
+        config.system_instructions = pb.SystemInstructions(
+            custom=pb.CustomSystemInstructions(
+                part=[pb.CustomSystemInstructionsPart(**part) for part in custom_instructions]
+            )
+        )
+    if section_overrides:
+        config.system_instructions = pb.SystemInstructions(
+            overrides=[pb.TemplateOverride(**override) for override in section_overrides]
+        )
+    config.skills_paths = [str(path) for path in skills_paths]
+    if skills:
+        config.skills_config = pb.SkillsConfig(
+            enabled=True, skills=[pb.SkillSource(skill=_skill(s)) for s in skills]
         )
     if BuiltinTool.ASK_QUESTION in capabilities.enabled_tools:
         # The harness only forwards questions to the client in interactive mode.
