@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from .hooks import Hook, HookRunner
     from .instructions import BUILTIN_SECTIONS, BuiltinSection
+    from .models import ServiceTier, ThinkingLevel
     from .policy import Decision, Policy, PolicyEnforcer
     from .skills import Skill
     from .types import (
@@ -89,9 +90,11 @@ __all__ = [
     "ProtocolError",
     "QuestionHookResult",
     "QuestionResponse",
+    "ServiceTier",
     "Skill",
     "Step",
     "StreamChunk",
+    "ThinkingLevel",
     "ToolCall",
     "ToolContext",
     "ToolExecutionError",
@@ -122,6 +125,8 @@ _EXPORTS = {
     "BUILTIN_SECTIONS": "instructions",
     "BuiltinSection": "instructions",
     "Skill": "skills",
+    "ServiceTier": "models",
+    "ThinkingLevel": "models",
     "Decision": "policy",
     "Policy": "policy",
     "PolicyEnforcer": "policy",

@@ -62,6 +62,7 @@ from .harness.effects import (
 from .harness.protocol import SessionCore
 from .hooks import Hook, HookRunner
 from .instructions import BuiltinSection
+from .models import GeminiOptions, ServiceTier, ThinkingLevel, VertexAI
 from .policy._rules import _is_duration
 from .skills import Skill, check_skill_dir, check_skills
 from .types import (
@@ -148,6 +149,8 @@ class _Settings:
     section_overrides: list[dict[str, Any]] = field(default_factory=list)
     skills_paths: list[Path] = field(default_factory=list)
     skills: list[Skill] = field(default_factory=list)
+    model_options: GeminiOptions | None = None
+    vertex: VertexAI | None = None
     capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
     model: Any = None  # str | ServedModel | None
     base_url: str | None = None
@@ -269,6 +272,39 @@ class AgentBuilder:
         settings.model, settings.base_url, settings.api_key = model, base_url, api_key
         return self
 
+    def model_options(
+        self,
+        *,
+        thinking_level: ThinkingLevel | str | None = None,
+        max_output_tokens: int | None = None,
+        service_tier: ServiceTier | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        endpoint_url: str | None = None,
+    ) -> AgentBuilder:
+        """Options of a Gemini model (Gemini API or Vertex AI): how much it thinks, its
+        output limit and tier, extra HTTP headers, and another API root (`endpoint_url`,
+        a proxy or gateway). The OpenAI-compatible endpoint takes none of them."""
+        self._settings.model_options = GeminiOptions(
+            thinking_level=thinking_level,
+            service_tier=service_tier,
+            max_output_tokens=max_output_tokens,
+            headers=dict(headers or {}),
+            endpoint_url=endpoint_url,
+        )
+        return self
+
+    def vertex_ai(
+        self,
+        project: str | None = None,
+        location: str | None = None,
+        *,
+        api_key: str | None = None,
+    ) -> AgentBuilder:
+        """Call the Gemini model on Vertex AI: in `project` and `location` (default
+        `GOOGLE_CLOUD_PROJECT` / `GOOGLE_CLOUD_LOCATION`), or with an express-mode key."""
+        self._settings.vertex = VertexAI.resolve(project, location, api_key)
+        return self
+
     def harness_path(self, path: str | os.PathLike[str]) -> AgentBuilder:
         self._settings.harness_path = path
         return self
@@ -331,6 +367,7 @@ class AgentBuilder:
         settings = replace(self._settings)
         _check_capabilities(settings)
         _check_exclusive(settings)
+        _check_model(settings)
         tools = ToolRunner(settings.tools, context=ToolContext())
         clashes = sorted(set(tools.tools) & RESERVED_TOOL_NAMES)
         if clashes:
@@ -397,6 +434,22 @@ def _check_exclusive(settings: _Settings) -> None:
         raise ConfigurationError(
             "skills_paths() and skills() cannot be combined: the harness takes either "
             "skill directories or inline skills"
+        )
+
+
+def _check_model(settings: _Settings) -> None:
+    """Gemini options and Vertex AI need a Gemini model, not the OpenAI-compatible
+    endpoint (whose config has a URL and nothing else)."""
+    served = settings.base_url is not None or _is_served_model(settings.model)
+    if served and (settings.model_options is not None or settings.vertex is not None):
+        what = "vertex_ai()" if settings.vertex is not None else "model_options()"
+        raise ConfigurationError(
+            f"{what} needs a Gemini model: the harness's OpenAI-compatible endpoint takes "
+            "only a URL (no options, headers or key)"
+        )
+    if settings.vertex is not None and settings.api_key is not None:
+        raise ConfigurationError(
+            "with vertex_ai(), give the key as vertex_ai(api_key=...), not model(api_key=...)"
         )
 
 
@@ -628,7 +681,7 @@ class Agent:
             )
 
     async def _model_settings(self) -> Any:
-        from .harness.config import resolve_model
+        from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings, resolve_model
 
         settings = self._settings
         if _is_served_model(settings.model):
@@ -636,7 +689,16 @@ class Agent:
                 await settings.model.start()
                 self._owned_model = settings.model
             return resolve_model(settings.model.model_name, base_url=settings.model.base_url)
-        return resolve_model(settings.model, base_url=settings.base_url, api_key=settings.api_key)
+        if settings.vertex is not None:
+            return ModelSettings(
+                name=settings.model or DEFAULT_GEMINI_MODEL,
+                vertex=settings.vertex,
+                options=settings.model_options,
+            )
+        resolved = resolve_model(
+            settings.model, base_url=settings.base_url, api_key=settings.api_key
+        )
+        return replace(resolved, options=settings.model_options)
 
     async def _wait(self, event: asyncio.Event, seconds: float, what: str) -> None:
         try:

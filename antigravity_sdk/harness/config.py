@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ModelNotConfiguredError
+from ..models import GeminiOptions, VertexAI
 from ..skills import Skill
 from ..types import BuiltinTool, CapabilitiesConfig, McpHttpServer, McpServer, McpStdioServer
 from . import wire
@@ -37,8 +38,36 @@ class ModelSettings:
     name: str
     base_url: str | None = None  # OpenAI-compatible /v1 endpoint (Ollama, vLLM, ScriptedModel)
     api_key: str | None = None  # Gemini API key
+    options: GeminiOptions | None = None  # Gemini API and Vertex AI only
+    vertex: VertexAI | None = None  # Vertex AI instead of the Gemini API
+
+    def _options(self) -> Any:
+        options = self.options
+        if options is None or not options.generation:
+            return None
+        return pb.GeminiModelOptions(
+            thinking_level=options.thinking_level or "",
+            service_tier=options.service_tier or "",
+            max_output_tokens=options.max_output_tokens or 0,
+        )
 
     def to_proto(self) -> Any:
+        transport = {
+            "base_url": (self.options and self.options.endpoint_url) or "",
+            "http_headers": dict(self.options.headers) if self.options else {},
+            "options": self._options(),
+        }
+        if self.vertex is not None:
+            return pb.ModelConfig(
+                name=self.name,
+                types=[pb.ModelType.TEXT],
+                vertex_endpoint=pb.VertexEndpoint(
+                    project=self.vertex.project or "",
+                    location=self.vertex.location or "",
+                    api_key=self.vertex.api_key or "",
+                    **transport,
+                ),
+            )
         if self.base_url is not None:
             return pb.ModelConfig(
                 name=self.name,
@@ -48,7 +77,7 @@ class ModelSettings:
         return pb.ModelConfig(
             name=self.name,
             types=[pb.ModelType.TEXT],
-            gemini_api_endpoint=pb.GeminiApiEndpoint(api_key=self.api_key or ""),
+            gemini_api_endpoint=pb.GeminiApiEndpoint(api_key=self.api_key or "", **transport),
         )
 
 
