@@ -37,7 +37,10 @@ if TYPE_CHECKING:
         TurnTimeoutError,
     )
     from .hooks import Hook, HookRunner
+    from .instructions import BUILTIN_SECTIONS, BuiltinSection
+    from .models import ServiceTier, ThinkingLevel
     from .policy import Decision, Policy, PolicyEnforcer
+    from .skills import Skill
     from .types import (
         AskQuestionEntry,
         AskQuestionOption,
@@ -59,12 +62,14 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "BUILTIN_SECTIONS",
     "Agent",
     "AgentBuilder",
     "AgentStateError",
     "AntigravityError",
     "AskQuestionEntry",
     "AskQuestionOption",
+    "BuiltinSection",
     "BuiltinTool",
     "CapabilitiesConfig",
     "ChatResponse",
@@ -89,8 +94,11 @@ __all__ = [
     "ProtocolError",
     "QuestionHookResult",
     "QuestionResponse",
+    "ServiceTier",
+    "Skill",
     "Step",
     "StreamChunk",
+    "ThinkingLevel",
     "ToolCall",
     "ToolContext",
     "ToolExecutionError",
@@ -121,6 +129,11 @@ _EXPORTS = {
     "list_conversations": "conversations",
     "Hook": "hooks",
     "HookRunner": "hooks",
+    "BUILTIN_SECTIONS": "instructions",
+    "BuiltinSection": "instructions",
+    "Skill": "skills",
+    "ServiceTier": "models",
+    "ThinkingLevel": "models",
     "Decision": "policy",
     "Policy": "policy",
     "PolicyEnforcer": "policy",

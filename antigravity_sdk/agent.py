@@ -22,13 +22,14 @@ from collections.abc import (
     Callable,
     Coroutine,
     Iterable,
+    Mapping,
     Sequence,
 )
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from . import policy
+from . import instructions, policy
 from .context import ToolContext
 from .conversations import check_conversation_id, conversation_file, default_save_dir
 from .errors import (
@@ -62,7 +63,10 @@ from .harness.effects import (
 )
 from .harness.protocol import SessionCore
 from .hooks import Hook, HookRunner
+from .instructions import BuiltinSection
+from .models import GeminiOptions, ServiceTier, ThinkingLevel, VertexAI
 from .policy._rules import _is_duration
+from .skills import Skill, check_skill_dir, check_skills
 from .types import (
     BuiltinTool,
     CapabilitiesConfig,
@@ -143,6 +147,12 @@ class _Settings:
     declared_servers: list[str] = field(default_factory=list)  # by PolicyFiles
     workspaces: list[Path] = field(default_factory=list)
     system_instructions: str = ""
+    custom_instructions: list[dict[str, str]] = field(default_factory=list)
+    section_overrides: list[dict[str, Any]] = field(default_factory=list)
+    skills_paths: list[Path] = field(default_factory=list)
+    skills: list[Skill] = field(default_factory=list)
+    model_options: GeminiOptions | None = None
+    vertex: VertexAI | None = None
     capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
     model: Any = None  # str | ServedModel | None
     base_url: str | None = None
@@ -211,7 +221,37 @@ class AgentBuilder:
         return self
 
     def system_instructions(self, text: str) -> AgentBuilder:
-        self._settings.system_instructions = text
+        """Text appended to the harness's own system prompt (as its `<Instructions>`)."""
+        self._settings.system_instructions = instructions.check_text(
+            "system_instructions", text, empty=True
+        )
+        return self
+
+    def replace_system_instructions(self, *parts: str | BuiltinSection) -> AgentBuilder:
+        """Replace the harness's system prompt entirely with `parts`, in order: your text,
+        and any `BuiltinSection` of the harness's prompt to keep. The prompt governs
+        nothing: hooks and policies still decide every tool call."""
+        self._settings.custom_instructions = instructions.custom_parts(parts)
+        return self
+
+    def override_system_sections(self, sections: Mapping[str, str | None]) -> AgentBuilder:
+        """Replace sections of the harness's default prompt by name (`"identity"`,
+        `"communication_style"`, ...), or remove one with None."""
+        self._settings.section_overrides = instructions.overrides(sections)
+        return self
+
+    def skills_paths(self, paths: Iterable[str | os.PathLike[str]]) -> AgentBuilder:
+        """Directories of skills (each skill a sub-directory with a `SKILL.md`)."""
+        if isinstance(paths, str | os.PathLike):
+            raise TypeError("skills_paths() takes a list of paths, not one path")
+        self._settings.skills_paths.extend(
+            check_skill_dir(Path(path).expanduser().resolve()) for path in paths
+        )
+        return self
+
+    def skills(self, skills: Iterable[Skill]) -> AgentBuilder:
+        """Inline skills, which the model reads with `lookup_skill` (see `Skill`)."""
+        self._settings.skills = check_skills([*self._settings.skills, *skills])
         return self
 
     def capabilities(self, capabilities: CapabilitiesConfig) -> AgentBuilder:
@@ -234,6 +274,39 @@ class AgentBuilder:
             )
         settings = self._settings
         settings.model, settings.base_url, settings.api_key = model, base_url, api_key
+        return self
+
+    def model_options(
+        self,
+        *,
+        thinking_level: ThinkingLevel | str | None = None,
+        max_output_tokens: int | None = None,
+        service_tier: ServiceTier | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        endpoint_url: str | None = None,
+    ) -> AgentBuilder:
+        """Options of a Gemini model (Gemini API or Vertex AI): how much it thinks, its
+        output limit and tier, extra HTTP headers, and another API root (`endpoint_url`,
+        a proxy or gateway). The OpenAI-compatible endpoint takes none of them."""
+        self._settings.model_options = GeminiOptions(
+            thinking_level=thinking_level,
+            service_tier=service_tier,
+            max_output_tokens=max_output_tokens,
+            headers=dict(headers or {}),
+            endpoint_url=endpoint_url,
+        )
+        return self
+
+    def vertex_ai(
+        self,
+        project: str | None = None,
+        location: str | None = None,
+        *,
+        api_key: str | None = None,
+    ) -> AgentBuilder:
+        """Call the Gemini model on Vertex AI: in `project` and `location` (default
+        `GOOGLE_CLOUD_PROJECT` / `GOOGLE_CLOUD_LOCATION`), or with an express-mode key."""
+        self._settings.vertex = VertexAI.resolve(project, location, api_key)
         return self
 
     def harness_path(self, path: str | os.PathLike[str]) -> AgentBuilder:
@@ -309,6 +382,8 @@ class AgentBuilder:
 
         settings = replace(self._settings)
         _check_capabilities(settings)
+        _check_exclusive(settings)
+        _check_model(settings)
         tools = ToolRunner(settings.tools, context=ToolContext())
         clashes = sorted(set(tools.tools) & RESERVED_TOOL_NAMES)
         if clashes:
@@ -352,6 +427,46 @@ def default_policies(workspaces: Sequence[Path] = ()) -> list[Any]:
         ),
         *(policy.workspace_only(workspaces) if workspaces else ()),
     ]
+
+
+def _check_exclusive(settings: _Settings) -> None:
+    """Settings the harness takes only one of; it would fail the first turn, or refuse to
+    start, with both."""
+    modes = [
+        name
+        for name, value in (
+            ("system_instructions()", settings.system_instructions),
+            ("replace_system_instructions()", settings.custom_instructions),
+            ("override_system_sections()", settings.section_overrides),
+        )
+        if value
+    ]
+    if len(modes) > 1:
+        raise ConfigurationError(
+            f"{' and '.join(modes)} cannot be combined: the harness takes one of them "
+            "(to append while overriding, override a section with the text to add)"
+        )
+    if settings.skills_paths and settings.skills:
+        raise ConfigurationError(
+            "skills_paths() and skills() cannot be combined: the harness takes either "
+            "skill directories or inline skills"
+        )
+
+
+def _check_model(settings: _Settings) -> None:
+    """Gemini options and Vertex AI need a Gemini model, not the OpenAI-compatible
+    endpoint (whose config has a URL and nothing else)."""
+    served = settings.base_url is not None or _is_served_model(settings.model)
+    if served and (settings.model_options is not None or settings.vertex is not None):
+        what = "vertex_ai()" if settings.vertex is not None else "model_options()"
+        raise ConfigurationError(
+            f"{what} needs a Gemini model: the harness's OpenAI-compatible endpoint takes "
+            "only a URL (no options, headers or key)"
+        )
+    if settings.vertex is not None and settings.api_key is not None:
+        raise ConfigurationError(
+            "with vertex_ai(), give the key as vertex_ai(api_key=...), not model(api_key=...)"
+        )
 
 
 def _check_capabilities(settings: _Settings) -> None:
@@ -498,6 +613,10 @@ class Agent:
                     capabilities=settings.capabilities,
                     hook_events=self.hook_runner.subscribed_events(),
                     system_instructions=settings.system_instructions,
+                    custom_instructions=settings.custom_instructions,
+                    section_overrides=settings.section_overrides,
+                    skills_paths=settings.skills_paths,
+                    skills=settings.skills,
                     tools=self._tools.declarations(),
                     mcp_servers=settings.mcp_servers,
                     resume=settings.resume,
@@ -601,7 +720,7 @@ class Agent:
             )
 
     async def _model_settings(self) -> Any:
-        from .harness.config import resolve_model
+        from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings, resolve_model
 
         settings = self._settings
         if _is_served_model(settings.model):
@@ -609,7 +728,16 @@ class Agent:
                 await settings.model.start()
                 self._owned_model = settings.model
             return resolve_model(settings.model.model_name, base_url=settings.model.base_url)
-        return resolve_model(settings.model, base_url=settings.base_url, api_key=settings.api_key)
+        if settings.vertex is not None:
+            return ModelSettings(
+                name=settings.model or DEFAULT_GEMINI_MODEL,
+                vertex=settings.vertex,
+                options=settings.model_options,
+            )
+        resolved = resolve_model(
+            settings.model, base_url=settings.base_url, api_key=settings.api_key
+        )
+        return replace(resolved, options=settings.model_options)
 
     async def _wait(self, event: asyncio.Event, seconds: float, what: str) -> None:
         try:

@@ -54,6 +54,7 @@ from typing import Any, Final, TypeAlias
 
 __all__ = [
     "EXHAUSTED_TEXT",
+    "GeminiStub",
     "RecordedRequest",
     "Reply",
     "ScriptFunction",
@@ -671,6 +672,77 @@ def _split_text(s: str, pieces: int = 3) -> list[str]:
 
 def _error_body(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "scripted_model_error"}}
+
+
+# --------------------------------------------------------------------------- Gemini
+
+
+class _GeminiServer(ScriptedModel):
+    """ScriptedModel's server answering the Gemini API's generateContent routes."""
+
+    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter, close: bool) -> None:
+        method = req.path.rpartition(":")[2]
+        if req.method != "POST" or method not in ("generateContent", "streamGenerateContent"):
+            await _send(
+                writer, _json_response(404, _error_body(f"no route {req.path}"), close=close)
+            )
+            return
+        try:
+            body = json.loads(req.body or b"{}")
+        except ValueError as e:
+            body = {}
+            self.errors.append(f"bad JSON body: {e}")
+        reply = await self._next_reply(body)
+        self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply))
+        text = reply if isinstance(reply, str) else reply.text
+        payload = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}
+            ],
+            "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1},
+        }
+        if method == "generateContent":
+            await _send(writer, _json_response(200, payload, close=close))
+            return
+        head = _head(
+            200,
+            [
+                ("Content-Type", "text/event-stream"),
+                ("Transfer-Encoding", "chunked"),
+                ("Connection", "close" if close else "keep-alive"),
+            ],
+        )
+        await _send(writer, head + _sse(payload) + b"0\r\n\r\n")
+
+
+class GeminiStub:
+    """A loopback stand-in for the Gemini API (and Vertex AI) that answers text replies
+    and records each request: its path, headers and JSON body (`generationConfig`, ...).
+
+    Point `AgentBuilder.model_options(endpoint_url=stub.url)` at it to see offline what
+    the harness sends for a Gemini model. Unlike `ScriptedModel` it is not a model the
+    agent starts: start it yourself (`async with GeminiStub([...]) as stub`).
+    """
+
+    def __init__(self, replies: Sequence[str] = ()) -> None:
+        self._server = _GeminiServer([TextReply(r) for r in replies])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:{port}``: the API root (the harness adds the version)."""
+        return f"http://127.0.0.1:{self._server.port}"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every generateContent request, in arrival order."""
+        return self._server.requests
+
+    async def __aenter__(self) -> GeminiStub:
+        await self._server.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._server.stop()
 
 
 # --------------------------------------------------------------------------- pytest

@@ -21,13 +21,16 @@ import asyncio
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable
+import os
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
 from .errors import AgentStateError, ConfigurationError
 
-__all__ = ["Trigger", "TriggerContext", "TriggerRunner", "every"]
+__all__ = ["FileChange", "Trigger", "TriggerContext", "TriggerRunner", "every", "on_file_change"]
 
 logger = logging.getLogger("antigravity_sdk.triggers")
 
@@ -121,6 +124,114 @@ def every(seconds: float, callback_or_message: str | Callback) -> Trigger:
     elif not callable(callback_or_message):
         raise TypeError(f"every(): expected a message or a callable, got {callback_or_message!r}")
     return _Every(float(seconds), callback_or_message)
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One change `on_file_change` saw: `kind` is "added", "modified" or "deleted"."""
+
+    kind: str
+    path: Path
+
+
+FileCallback = Callable[[list[FileChange]], str | Awaitable[str | None] | None]
+
+_WATCH_MISSING = (
+    "on_file_change() needs the 'watchfiles' package: pip install 'antigravity-sdk[watch]'"
+)
+
+
+class _OnFileChange:
+    """The trigger `on_file_change()` returns."""
+
+    def __init__(
+        self, paths: tuple[Path, ...], action: str | FileCallback, debounce_ms: int, recursive: bool
+    ) -> None:
+        self.paths = paths
+        self.action = action
+        self.debounce_ms = debounce_ms
+        self.recursive = recursive
+
+    async def run(self, ctx: TriggerContext) -> None:
+        import watchfiles
+
+        # Cancelling the task sets awatch's stop event, which ends its watcher thread.
+        async for raw in watchfiles.awatch(
+            *self.paths, debounce=self.debounce_ms, recursive=self.recursive
+        ):
+            changes = sorted(
+                (FileChange(change.name, Path(path)) for change, path in raw),
+                key=lambda c: (str(c.path), c.kind),
+            )
+            message = await self._message(changes)
+            if message is not None:
+                await ctx.send(message)
+
+    async def _message(self, changes: list[FileChange]) -> str | None:
+        if isinstance(self.action, str):
+            listed = "\n".join(f"- {c.kind}: {c.path}" for c in changes)
+            return f"{self.action}\n\nChanged files:\n{listed}"
+        if inspect.iscoroutinefunction(self.action):
+            result = await self.action(changes)
+        else:
+            result = await asyncio.to_thread(self.action, changes)
+            if inspect.isawaitable(result):
+                result = await result
+        if result is not None and not isinstance(result, str):
+            raise TypeError(
+                f"on_file_change() callback {self.action!r} returned "
+                f"{type(result).__name__}; expected str or None"
+            )
+        return result
+
+    def __repr__(self) -> str:
+        return f"on_file_change({[str(p) for p in self.paths]!r}, {self.action!r})"
+
+
+def on_file_change(
+    paths: Sequence[str | os.PathLike[str]],
+    callback_or_message: str | FileCallback,
+    *,
+    debounce: float = 0.5,
+    recursive: bool = True,
+) -> Trigger:
+    """A trigger that fires when files under `paths` change, once per burst of changes.
+
+    Changes are gathered until none has come for `debounce` seconds (a save that writes
+    several files is one message). With a string it sends that text followed by the list
+    of changed files; with a callback (sync or async, given the `FileChange`s) it sends
+    what the callback returns, or nothing for None. Built on `watchfiles` (the `watch`
+    extra), which skips the usual noise (`.git`, `__pycache__`, editor swap files).
+
+    Files the agent itself writes under `paths` fire it too: watch what the agent does
+    not write, or return None from the callback for its own changes.
+    """
+    try:
+        import watchfiles  # noqa: F401
+    except ImportError:
+        raise ConfigurationError(_WATCH_MISSING) from None
+    if isinstance(paths, str | os.PathLike):
+        raise TypeError("on_file_change(): paths must be a list of paths, not one path")
+    resolved = tuple(Path(p).expanduser().resolve() for p in paths)
+    if not resolved:
+        raise ConfigurationError("on_file_change(): give at least one path to watch")
+    missing = [str(p) for p in resolved if not p.exists()]
+    if missing:
+        raise ConfigurationError(f"on_file_change(): no such file or directory: {missing}")
+    if isinstance(debounce, bool) or not isinstance(debounce, int | float):
+        raise TypeError(f"on_file_change(): debounce must be a number, got {debounce!r}")
+    if not math.isfinite(debounce) or debounce <= 0:
+        raise ConfigurationError(
+            f"on_file_change(): debounce must be positive and finite, got {debounce!r}"
+        )
+    if isinstance(callback_or_message, str):
+        if not callback_or_message:
+            raise ConfigurationError("on_file_change(): the message must not be empty")
+    elif not callable(callback_or_message):
+        raise TypeError(
+            f"on_file_change(): expected a message or a callable, got {callback_or_message!r}"
+        )
+    return _OnFileChange(resolved, callback_or_message, max(1, round(debounce * 1000)), recursive)
 
 
 class TriggerRunner:

@@ -64,6 +64,9 @@ def test_never_asked_tools_are_exactly_the_measured_ones() -> None:
     assert by_governance[Governance.NEVER_ASKED] == ["manage_task", "schedule"]
     assert by_governance[Governance.CONTAINED] == [
         "define_subagent",
+        "list_skills",
+        "lookup_skill",
+        "lookup_skills",
         "manage_subagents",
         "send_message",
     ]

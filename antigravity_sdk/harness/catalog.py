@@ -40,7 +40,8 @@ class Governance(enum.Enum):
     CONTAINED = "contained"
     """Never asked, but it runs no tool and touches nothing by itself: it defines,
     messages or lists subagents, which can only run through `invoke_subagent` (asked, and
-    guarded by the SDK so only governed subagent types start)."""
+    guarded by the SDK so only governed subagent types start), or returns the text of the
+    inline skills the agent was configured with."""
     NEVER_ASKED = "never asked"
     """Never asked, and it acts: off unless the user opts in (`allow_ungoverned`)."""
 
@@ -235,6 +236,11 @@ TOOLS: Final[Mapping[str, ToolSpec]] = {
         # root can never enable them, so a PRE_TOOL for one is always refused.
         _T("notebook_edit", None, ()),
         _T("multi_replace_file_content", None, ()),
+        # Offered when inline skills are configured (`AgentBuilder.skills`): they return
+        # the skills' own text, and their results reach post_tool_call.
+        _T("list_skills", None, (), governance=_CONTAINED),
+        _T("lookup_skill", None, ("name",), governance=_CONTAINED),
+        _T("lookup_skills", None, ("names",), governance=_CONTAINED),
     )
 }
 

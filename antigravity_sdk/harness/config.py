@@ -10,14 +10,17 @@ from __future__ import annotations
 import functools
 import os
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ModelNotConfiguredError
+from ..models import GeminiOptions, VertexAI
+from ..skills import Skill
 from ..types import BuiltinTool, CapabilitiesConfig, McpHttpServer, McpServer, McpStdioServer
 from . import wire
+from ._proto.genai import skills as skill_pb
 from .catalog import CAPABILITY_SWITCHES
 from .protocol import HOOK_EVENTS
 
@@ -35,8 +38,36 @@ class ModelSettings:
     name: str
     base_url: str | None = None  # OpenAI-compatible /v1 endpoint (Ollama, vLLM, ScriptedModel)
     api_key: str | None = None  # Gemini API key
+    options: GeminiOptions | None = None  # Gemini API and Vertex AI only
+    vertex: VertexAI | None = None  # Vertex AI instead of the Gemini API
+
+    def _options(self) -> Any:
+        options = self.options
+        if options is None or not options.generation:
+            return None
+        return pb.GeminiModelOptions(
+            thinking_level=options.thinking_level or "",
+            service_tier=options.service_tier or "",
+            max_output_tokens=options.max_output_tokens or 0,
+        )
 
     def to_proto(self) -> Any:
+        transport = {
+            "base_url": (self.options and self.options.endpoint_url) or "",
+            "http_headers": dict(self.options.headers) if self.options else {},
+            "options": self._options(),
+        }
+        if self.vertex is not None:
+            return pb.ModelConfig(
+                name=self.name,
+                types=[pb.ModelType.TEXT],
+                vertex_endpoint=pb.VertexEndpoint(
+                    project=self.vertex.project or "",
+                    location=self.vertex.location or "",
+                    api_key=self.vertex.api_key or "",
+                    **transport,
+                ),
+            )
         if self.base_url is not None:
             return pb.ModelConfig(
                 name=self.name,
@@ -46,7 +77,7 @@ class ModelSettings:
         return pb.ModelConfig(
             name=self.name,
             types=[pb.ModelType.TEXT],
-            gemini_api_endpoint=pb.GeminiApiEndpoint(api_key=self.api_key or ""),
+            gemini_api_endpoint=pb.GeminiApiEndpoint(api_key=self.api_key or "", **transport),
         )
 
 
@@ -126,6 +157,16 @@ def _mcp(server: McpServer) -> Any:
     )
 
 
+def _skill(skill: Skill) -> Any:
+    return skill_pb.Skill(
+        name=skill.name,
+        description=skill.description,
+        content=skill.content,
+        allowed_tools=list(skill.allowed_tools),
+        metadata=dict(skill.metadata),
+    )
+
+
 def harness_config(
     *,
     model: ModelSettings,
@@ -138,6 +179,10 @@ def harness_config(
     mcp_servers: Sequence[McpServer] = (),
     resume: str = "",
     create_if_missing: bool = False,
+    custom_instructions: Sequence[Mapping[str, Any]] = (),
+    section_overrides: Sequence[Mapping[str, Any]] = (),
+    skills_paths: Sequence[Path] = (),
+    skills: Sequence[Skill] = (),
 ) -> dict[str, Any]:
     """The `InitializeConversationEvent` to send, as a canonical-JSON dict.
 
@@ -182,6 +227,21 @@ def harness_config(
                     )
                 ]
             )
+        )
+    if custom_instructions:
+        config.system_instructions = pb.SystemInstructions(
+            custom=pb.CustomSystemInstructions(
+                part=[pb.CustomSystemInstructionsPart(**part) for part in custom_instructions]
+            )
+        )
+    if section_overrides:
+        config.system_instructions = pb.SystemInstructions(
+            overrides=[pb.TemplateOverride(**override) for override in section_overrides]
+        )
+    config.skills_paths = [str(path) for path in skills_paths]
+    if skills:
+        config.skills_config = pb.SkillsConfig(
+            enabled=True, skills=[pb.SkillSource(skill=_skill(s)) for s in skills]
         )
     if BuiltinTool.ASK_QUESTION in capabilities.enabled_tools:
         # The harness only forwards questions to the client in interactive mode.
