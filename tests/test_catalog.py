@@ -158,6 +158,7 @@ def test_core_refuses_before_any_hook() -> None:
         ("frobnicate", "no tool is called 'frobnicate'"),
         ("schedule", "never asks.*BuiltinTool.SCHEDULE"),
         ("send_message", "never asks"),
+        ("lookup_skill", "never asks.*inline skills"),
     ],
 )
 def test_enforce_refuses_rules_that_could_never_match(tool: str, message: str) -> None:

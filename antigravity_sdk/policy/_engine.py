@@ -100,11 +100,14 @@ def _unmatchable(tool: str, host_tools: frozenset[str]) -> str:
         return ""
     spec = TOOLS.get(tool)
     if spec is not None:
-        switch = f"BuiltinTool.{spec.capability.name}" if spec.capability else "its capability"
-        return (
-            f"the harness never asks before {tool!r} runs, so a rule on it can never fire; "
-            f"switch it off instead (leave {switch} out of CapabilitiesConfig.enabled_tools)"
-        )
+        if spec.capability is None:  # only the inline-skill lookups: no switch of their own
+            fix = "it exists only with inline skills (AgentBuilder.skills); leave those out"
+        else:
+            fix = (
+                f"switch it off instead (leave BuiltinTool.{spec.capability.name} out of "
+                f"CapabilitiesConfig.enabled_tools)"
+            )
+        return f"the harness never asks before {tool!r} runs, so a rule on it can never fire; {fix}"
     public = INTERNAL_NAMES.get(tool)
     if public is not None:
         return (
