@@ -23,6 +23,7 @@ from antigravity_sdk import (
 )
 from antigravity_sdk.harness.catalog import RESERVED_TOOL_NAMES
 from antigravity_sdk.harness.config import ModelSettings, harness_config
+from antigravity_sdk.harness.protocol import SessionCore
 from antigravity_sdk.structured import OutputGuard, check_output_type, output_schema
 from antigravity_sdk.types import CapabilitiesConfig
 
@@ -178,3 +179,17 @@ async def test_a_turn_remembers_its_last_finish_call() -> None:
     with pytest.raises(OutputValidationError, match="did not call") as caught:
         guard.structured_output(empty, "main", required=True)
     assert caught.value.raw == "hmm"
+
+
+def test_finish_arguments_keep_their_spelling() -> None:
+    """The harness checks finish's arguments against the schema as they are: keys that
+    look like a built-in tool's (`toolAction`) are not respelled for the hooks."""
+    core = SessionCore(guard=None)
+    args = {"toolaction": "x", "toolsummary": "y"}
+    request = {
+        "requestId": "r1",
+        "type": "LIFECYCLE_HOOK_PRE_TOOL",
+        "preToolArgs": {"toolName": "finish", "argumentsJson": json.dumps(args)},
+    }
+    (hook_call,) = core.receive({"callHookRequest": request})
+    assert hook_call.arg.args == args

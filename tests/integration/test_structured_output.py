@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -139,13 +140,14 @@ async def test_a_text_answer_raises_with_the_text(make_agent: AgentFactory) -> N
 
 async def test_the_harness_gives_up_after_its_retries(make_agent: AgentFactory) -> None:
     """Measured (0.1.22): after 5 schema-invalid calls in a row (of any tool) the harness
-    fails the turn and then ends the session. The SDK never sees those arguments: the
-    harness refuses them before any hook."""
+    fails the turn, then closes the connection: the session is over. The SDK never sees
+    those arguments: the harness refuses them before any hook."""
     agent, model = make_agent([finish(city="Paris")] * 5, configure=_structured)
     async with agent:
         with pytest.raises(TurnFailedError, match="do not match schema"):
             await agent.chat("weather?", output_type=Weather)
         assert len(model.requests) == 5
+        await asyncio.sleep(3.0)  # it closes the connection ~0.8 s after the turn
         with pytest.raises(HarnessConnectionError):
             await agent.chat("again", output_type=Weather)
 
