@@ -78,8 +78,11 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .harness.connection import Connection
     from .policy import Policy, PolicyEnforcer
+    from .structured import OutputGuard
     from .tools import ToolRunner
     from .triggers import Trigger, TriggerRunner
 
@@ -167,6 +170,8 @@ class _Settings:
     ungoverned: frozenset[str] = frozenset()
     turn_timeout: float = 600.0
     startup_timeout: float = 30.0
+    output_type: Any = None  # type[BaseModel] | None
+    output_schema: str = ""
 
 
 class AgentBuilder:
@@ -309,6 +314,22 @@ class AgentBuilder:
         self._settings.vertex = VertexAI.resolve(project, location, api_key)
         return self
 
+    def output_type(self, model: type[BaseModel]) -> AgentBuilder:
+        """Answer with an instance of `model` (a pydantic BaseModel): the harness offers
+        the model a `finish` tool whose arguments are `model`'s JSON schema, for the whole
+        session, and `chat()` returns the answer validated in `ChatResponse.output`.
+
+        `finish` calls reach hooks and policies like any tool call; the agent's policies
+        get `policy.allow("finish")` (named "output_type"), so a catch-all deny leaves
+        structured output possible while `policy.deny("finish")` still wins. Raises
+        `TypeError` for anything but a model class with fields.
+        """
+        from .structured import output_schema
+
+        self._settings.output_schema = output_schema(model)
+        self._settings.output_type = model
+        return self
+
     def harness_path(self, path: str | os.PathLike[str]) -> AgentBuilder:
         self._settings.harness_path = path
         return self
@@ -392,6 +413,9 @@ class AgentBuilder:
                 "hooks and policies could not tell the two apart"
             )
         policies = settings.policies or default_policies(settings.workspaces)
+        if settings.output_type is not None:
+            # A specific allow: above a catch-all deny, below a specific deny of finish.
+            policies = [*policies, policy.allow("finish", name="output_type")]
         # The enforcer bounds its own predicates by the hook timeout: a blocking sync
         # predicate would otherwise stall the event loop, so the hook bound never fires.
         enforcer = policy.enforce(
@@ -523,6 +547,11 @@ class Agent:
         self._answers: set[asyncio.Task[None]] = set()  # answers the harness waits for
         self._abandoning: asyncio.Task[None] | None = None  # the last abandoned turn's halt
         self._turn_lock = asyncio.Lock()
+        self._output_guard: OutputGuard | None = None
+        if settings.output_type is not None:
+            from .structured import OutputGuard
+
+            self._output_guard = OutputGuard(settings.output_type)
         self._queue: asyncio.Queue[Effect | BaseException] | None = None
         self._idle = asyncio.Event()
         self._initialized = asyncio.Event()
@@ -578,12 +607,16 @@ class Agent:
             model = await self._model_settings()
             root = _default_root()
             app_data = (settings.app_data_dir or root / "app-data").resolve()
+            # The output guard first: a finish call that does not validate is refused
+            # before any hook or policy is asked (like the SDK's other refusals).
+            output = [self._output_guard] if self._output_guard is not None else []
             self.hook_runner = HookRunner(
-                [*self._hooks, self.policy_enforcer], timeout=settings.hook_timeout
+                [*output, *self._hooks, self.policy_enforcer], timeout=settings.hook_timeout
             )
             host_tools = frozenset(self._tools.tools)
+            finish = frozenset({"finish"}) if output else frozenset()
             guard = ToolGuard(
-                enabled=tools_enabled_by(settings.capabilities.enabled_tools) | host_tools,
+                enabled=tools_enabled_by(settings.capabilities.enabled_tools) | host_tools | finish,
                 mcp_servers=frozenset(server.name for server in settings.mcp_servers),
                 any_subagent="subagents" in settings.ungoverned,
             )
@@ -621,6 +654,7 @@ class Agent:
                     mcp_servers=settings.mcp_servers,
                     resume=settings.resume,
                     create_if_missing=settings.create_if_missing,
+                    output_schema=settings.output_schema,
                 )
             )
             await self._wait_initialized(save_dir)
@@ -754,15 +788,49 @@ class Agent:
 
     # -- turns --------------------------------------------------------------------------
 
-    async def chat(self, prompt: str) -> ChatResponse:
-        """Run one turn; raises TurnDeniedError when a pre_turn hook denies it."""
+    async def chat(
+        self, prompt: str, *, output_type: type[BaseModel] | None = None
+    ) -> ChatResponse:
+        """Run one turn; raises TurnDeniedError when a pre_turn hook denies it.
+
+        With an output type (`AgentBuilder.output_type`) the response's `output` is the
+        model's answer validated into it, or None if the model gave none. Passing
+        `output_type` (which must be the agent's) requires one: a turn without an answer
+        that validates raises `OutputValidationError`, with the raw answer attached.
+        """
         _check_prompt(prompt)
+        self._check_output_type(output_type)
         turn = self._turn(prompt, streaming=False)
+        output = self._output_guard
         async with self._turn_lock, contextlib.aclosing(turn):
+            if output is not None:
+                output.begin_turn()
             async for item in turn:
                 if isinstance(item, TurnEnded):
-                    return self._finish(item)
+                    response = self._finish(item)
+                    if output is not None:
+                        response.output = output.structured_output(
+                            response, self.conversation_id, required=output_type is not None
+                        )
+                    return response
         raise AssertionError("unreachable: a turn always ends with TurnEnded")
+
+    def _check_output_type(self, output_type: object) -> None:
+        """Before anything is sent: the finish tool's schema is fixed when the session
+        starts, so a turn can only ask for the agent's own output type."""
+        if output_type is None:
+            return
+        from .structured import check_output_type
+
+        name = check_output_type(output_type).__name__
+        configured = self._settings.output_type
+        if output_type is not configured:
+            has = f"the output type {configured.__name__}" if configured else "no output type"
+            raise ConfigurationError(
+                f"chat(output_type={name}): this agent has {has}; the harness fixes the "
+                "finish tool's schema when the session starts, so build the agent with "
+                f".output_type({name})"
+            )
 
     async def stream(self, prompt: str, *, subagents: bool = False) -> AsyncIterator[StreamChunk]:
         """Run one turn, yielding text, thought and tool-call chunks as they arrive.

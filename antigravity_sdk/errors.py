@@ -15,6 +15,7 @@
         ├── TurnDeniedError                    a pre_turn hook denied it; no model call
         ├── TurnCancelledError                 Agent.cancel() ended it
         ├── TurnFailedError                    the harness ended it with an error
+        ├── OutputValidationError              no answer that validates as the output type
         └── TurnTimeoutError (also TimeoutError)  past turn_timeout; the turn was halted
 
     ToolExecutionError (Exception)             a tool failed: what on_tool_error receives
@@ -28,7 +29,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .types import HookResult, ToolCall
+    from pydantic import ValidationError
+
+    from .types import ChatResponse, HookResult, ToolCall
 
 __all__ = [
     "AgentStateError",
@@ -40,6 +43,7 @@ __all__ = [
     "HarnessInstallError",
     "HarnessNotFoundError",
     "ModelNotConfiguredError",
+    "OutputValidationError",
     "PolicyError",
     "ProtocolError",
     "ToolExecutionError",
@@ -115,6 +119,28 @@ class TurnFailedError(TurnError):
     def __init__(self, cause: str) -> None:
         self.cause = cause
         super().__init__(f"the turn failed: {cause}")
+
+
+class OutputValidationError(TurnError):
+    """The turn ended without an answer that validates as the agent's output type.
+
+    `raw` is the model's answer as the SDK saw it (the finish call's JSON, or its text
+    when it never called finish), `errors` pydantic's `ValidationError` when there was
+    one, and `response` the turn's `ChatResponse` (already in the history).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw: str,
+        response: ChatResponse,
+        errors: ValidationError | None = None,
+    ) -> None:
+        self.raw = raw
+        self.response = response
+        self.errors = errors
+        super().__init__(message)
 
 
 class TurnTimeoutError(TurnError, TimeoutError):

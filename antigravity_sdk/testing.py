@@ -11,7 +11,7 @@ network or an API key, deterministically.
 A script is either a list of replies, consumed one per model request, or a
 function ``(messages, tools) -> reply`` (sync or async). A reply is a ``str``
 (assistant text), a :class:`TextReply`, or a :class:`ToolCallReply` (build one
-with :func:`tool_call` / :func:`tool_calls`)::
+with :func:`tool_call` / :func:`tool_calls`, or :func:`finish` for a structured answer)::
 
     async with ScriptedModel([
         tool_call("run_command", CommandLine="echo hi", Cwd=ws, WaitMsBeforeAsync=5000),
@@ -62,6 +62,7 @@ __all__ = [
     "TextReply",
     "ToolCallReply",
     "ToolCallSpec",
+    "finish",
     "scripted_model",
     "text",
     "tool_call",
@@ -130,6 +131,12 @@ def text(content: str) -> TextReply:
 def tool_call(name: str, /, **arguments: Any) -> ToolCallReply:
     """A reply with a single tool call, e.g. ``tool_call("view_file", AbsolutePath=p)``."""
     return ToolCallReply((ToolCallSpec(name, dict(arguments)),))
+
+
+def finish(**data: Any) -> ToolCallReply:
+    """A call to the harness's `finish` tool with `data` as the structured answer
+    (offered only to an agent with an output type, `AgentBuilder.output_type`)."""
+    return ToolCallReply((ToolCallSpec("finish", dict(data)),))
 
 
 def tool_calls(*calls: ToolCallSpec, text: str = "") -> ToolCallReply:

@@ -128,12 +128,14 @@ class Step(_Model):
 
 
 class ChatResponse(_Model):
-    """What one `Agent.chat()` turn produced."""
+    """What one `Agent.chat()` turn produced; `output` is the answer validated into the
+    agent's output type (`AgentBuilder.output_type`), None without one."""
 
     text: str = ""
     thinking: str = ""
     steps: list[Step] = Field(default_factory=list)
     usage: UsageMetadata | None = None
+    output: Any = None
 
 
 class StreamChunk(_Model):

@@ -232,6 +232,10 @@ TOOLS: Final[Mapping[str, ToolSpec]] = {
             ),
             governance=_NEVER,
         ),
+        # Offered only with an output type (AgentBuilder.output_type, which enables it
+        # in the guard): its arguments are the structured answer, and it ends the turn.
+        # Asked like any tool; it acts on nothing.
+        _T("finish", None, ()),
         # Only subagents carry these (a write-enabled model-defined one gets them); the
         # root can never enable them, so a PRE_TOOL for one is always refused.
         _T("notebook_edit", None, ()),

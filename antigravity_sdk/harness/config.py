@@ -167,6 +167,29 @@ def _skill(skill: Skill) -> Any:
     )
 
 
+_FINISH_INSTRUCTIONS: Final = (
+    "Give your final answer by calling the `finish` tool: its arguments are the answer, "
+    "and they must match its parameter schema. Do not answer in plain text."
+)
+"""The harness's own description of `finish` only says that it ends the task (and its
+system prompt does not mention it): a model may otherwise answer in text."""
+
+
+def _structured_output(config: Any, schema: str) -> None:
+    """Offer the finish tool with `schema`, and say in the system instructions that the
+    answer goes there (custom system instructions are the user's whole prompt: kept)."""
+    config.finish_tool_schema_json = schema
+    section = pb.AppendedSystemInstructionsSection(
+        title="Answer format", content=_FINISH_INSTRUCTIONS
+    )
+    if config.system_instructions is None:
+        config.system_instructions = pb.SystemInstructions(
+            appended=pb.AppendedSystemInstructions(appended_sections=[section])
+        )
+    elif config.system_instructions.appended is not None:
+        config.system_instructions.appended.appended_sections.append(section)
+
+
 def harness_config(
     *,
     model: ModelSettings,
@@ -183,6 +206,7 @@ def harness_config(
     section_overrides: Sequence[Mapping[str, Any]] = (),
     skills_paths: Sequence[Path] = (),
     skills: Sequence[Skill] = (),
+    output_schema: str = "",
 ) -> dict[str, Any]:
     """The `InitializeConversationEvent` to send, as a canonical-JSON dict.
 
@@ -192,6 +216,7 @@ def harness_config(
     `hook_events` are the Hook method names some registered hook overrides; the harness
     is asked to call back for exactly those (session start is dispatched by the SDK
     itself, when the session is up, because the harness only raises it lazily).
+    `output_schema` (JSON) makes the harness offer the `finish` tool with it.
     """
     enabled = sorted(
         {HOOK_EVENTS[e] for e in hook_events if e in HOOK_EVENTS},
@@ -243,6 +268,8 @@ def harness_config(
         config.skills_config = pb.SkillsConfig(
             enabled=True, skills=[pb.SkillSource(skill=_skill(s)) for s in skills]
         )
+    if output_schema:
+        _structured_output(config, output_schema)
     if BuiltinTool.ASK_QUESTION in capabilities.enabled_tools:
         # The harness only forwards questions to the client in interactive mode.
         config.agent_behavior = pb.AgentBehavior.INTERACTIVE

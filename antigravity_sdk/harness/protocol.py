@@ -227,6 +227,7 @@ def _questions(request: dict[str, Any]) -> tuple[AskQuestionEntry, ...]:
 _BUILTIN_ARGS: Final = {
     spec.name: {key.casefold(): key for key in (*spec.args, "toolAction", "toolSummary")}
     for spec in TOOLS.values()
+    if spec.name != "finish"  # its arguments are the answer, checked case-sensitively
 }
 _MCP_WRAPPER: Final = frozenset({"servername", "toolname", "arguments"})
 
