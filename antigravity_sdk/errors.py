@@ -118,7 +118,8 @@ class TurnCancelledError(TurnError):
 class TurnFailedError(TurnError):
     """The harness ended the turn with an error (model endpoint, quota, ...); `cause` is
     the harness's own message, `stop_reason` `ERROR` or the harness's reason
-    (`QUOTA_EXHAUSTED`)."""
+    (`QUOTA_EXHAUSTED`). After a model error the harness ends the session: the next call
+    raises `HarnessConnectionError`."""
 
     def __init__(self, cause: str, stop_reason: StopReason = StopReason.ERROR) -> None:
         self.cause = cause

@@ -155,7 +155,7 @@ class StreamChunk(_Model):
     reaches the SDK for a decision), a tool result (when the tool has run: `text` is
     the start of its output, `error` its error, `tool_call` the call), or an error the
     harness reported (`error` its message, `text` the detail: a model call it will retry,
-    the one that ends the turn, a budget that ran out).
+    or the one that ends the turn).
 
     `trajectory_id` says whose: the conversation's id for the agent itself, another id
     for a subagent.

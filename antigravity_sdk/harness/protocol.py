@@ -527,10 +527,11 @@ class SessionCore:
     def _step_update(self, update: dict[str, Any]) -> list[effects.Effect]:
         step = self._merge_step(update)
         found: list[effects.Effect] = []
-        if step.state == "error" and not step.reported and not _is_tool_action(step.action):
+        if step.state == "error" and step.source == "system" and not step.reported:
             # The harness's own errors: a model call it will retry, the one that ends the
-            # turn, a budget that ran out. Otherwise they would only show as a late
-            # TurnFailedError (or, while it retries, as silence).
+            # turn. Otherwise they would only show as a late TurnFailedError (or, while it
+            # retries, as silence). A refused tool call or a budget stop is the model's
+            # step: the tool_call chunk and `stop_reason` report those.
             step.reported = True
             logger.warning("the harness reports an error: %s", step.text or step.error)
             if self.streaming:

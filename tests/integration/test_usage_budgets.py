@@ -128,7 +128,7 @@ async def test_token_budgets_stop_the_turn(
     assert response.usage is not None and response.usage.total_token_count > 100
 
 
-async def test_budget_stop_is_streamed_as_an_error_chunk(
+async def test_stream_reports_a_budget_stop_in_last_stop_reason(
     make_agent: AgentFactory, env: Workspace
 ) -> None:
     agent, _ = make_agent(
@@ -137,9 +137,8 @@ async def test_budget_stop_is_streamed_as_an_error_chunk(
     async with agent:
         await agent.chat("use up the budget")
         chunks = [c async for c in agent.stream("again")]
-    errors = [c for c in chunks if c.type == "error"]
-    assert errors and "budget exceeded" in errors[0].error
     assert agent.last_stop_reason is StopReason.MAX_TOOL_CALLS
+    assert not [c for c in chunks if c.type == "error"]  # not the harness failing
 
 
 async def test_cancel_and_timeout_say_why(make_agent: AgentFactory, env: Workspace) -> None:
