@@ -68,13 +68,18 @@ from .models import GeminiOptions, ServiceTier, ThinkingLevel, VertexAI
 from .policy._rules import _is_duration
 from .skills import Skill, check_skill_dir, check_skills
 from .types import (
+    Budget,
     BuiltinTool,
     CapabilitiesConfig,
     ChatResponse,
     HookResult,
     McpServer,
+    RetryPolicy,
     Step,
+    StopReason,
     StreamChunk,
+    ToolOutputLimit,
+    UsageMetadata,
 )
 
 if TYPE_CHECKING:
@@ -160,6 +165,9 @@ class _Settings:
     model: Any = None  # str | ServedModel | None
     base_url: str | None = None
     api_key: str | None = None
+    budget: Budget | None = None
+    retry: RetryPolicy | None = field(default_factory=RetryPolicy)
+    tool_output: ToolOutputLimit | None = None
     harness_path: str | os.PathLike[str] | None = None
     save_dir: Path | None = None
     resume: str = ""  # the id of a saved conversation to continue
@@ -281,6 +289,33 @@ class AgentBuilder:
         settings.model, settings.base_url, settings.api_key = model, base_url, api_key
         return self
 
+    def budget(self, budget: Budget) -> AgentBuilder:
+        """Limits on model calls, tool calls and tokens for the whole conversation; past
+        one the harness ends the turn (`ChatResponse.stop_reason` says which)."""
+        if not isinstance(budget, Budget):
+            raise TypeError(f"budget() takes a Budget, got {type(budget).__name__}")
+        self._settings.budget = budget
+        return self
+
+    def retry_policy(self, policy: RetryPolicy | None) -> AgentBuilder:
+        """How the harness retries failed model calls (default `RetryPolicy()`: bounded,
+        about 7 s); None leaves it to the harness, which retries for many minutes."""
+        if policy is not None and not isinstance(policy, RetryPolicy):
+            raise TypeError(
+                f"retry_policy() takes a RetryPolicy or None, got {type(policy).__name__}"
+            )
+        self._settings.retry = policy
+        return self
+
+    def tool_output_limit(self, limit: ToolOutputLimit | None) -> AgentBuilder:
+        """Bound what one tool's output may cost the model (truncate it, or an error)."""
+        if limit is not None and not isinstance(limit, ToolOutputLimit):
+            raise TypeError(
+                f"tool_output_limit() takes a ToolOutputLimit or None, got {type(limit).__name__}"
+            )
+        self._settings.tool_output = limit
+        return self
+
     def model_options(
         self,
         *,
@@ -399,12 +434,14 @@ class AgentBuilder:
         """Validate everything that can be checked without the harness: the capabilities
         (no ungoverned tool without the opt-in), the host-side tools' names and
         signatures, and the policies (no rule that could never match)."""
+        from .harness.config import merged_budget
         from .tools import ToolRunner
 
         settings = replace(self._settings)
         _check_capabilities(settings)
         _check_exclusive(settings)
         _check_model(settings)
+        merged_budget(settings.capabilities, settings.budget)  # limits set twice must agree
         tools = ToolRunner(settings.tools, context=ToolContext())
         clashes = sorted(set(tools.tools) & RESERVED_TOOL_NAMES)
         if clashes:
@@ -560,6 +597,8 @@ class Agent:
         self._denial: HookResult | None = None
         self._failure: BaseException | None = None
         self._started = False
+        self.last_stop_reason: StopReason | None = None
+        """Why the last turn ended (also for `stream()` and a turn that raised)."""
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -568,6 +607,17 @@ class Agent:
     @property
     def started(self) -> bool:
         return self._started
+
+    @property
+    def usage(self) -> UsageMetadata:
+        """What the conversation has cost so far, all turns and trajectories (a resumed
+        conversation's earlier turns included)."""
+        return self._core.usage if self._core is not None else UsageMetadata()
+
+    @property
+    def usage_by_trajectory(self) -> dict[str, UsageMetadata]:
+        """`usage` by trajectory id: the conversation's id, and each subagent's."""
+        return dict(self._core.usage_by_trajectory) if self._core is not None else {}
 
     @property
     def harness_pid(self) -> int | None:
@@ -655,6 +705,9 @@ class Agent:
                     resume=settings.resume,
                     create_if_missing=settings.create_if_missing,
                     output_schema=settings.output_schema,
+                    budget=settings.budget,
+                    retry=settings.retry,
+                    tool_output=settings.tool_output,
                 )
             )
             await self._wait_initialized(save_dir)
@@ -702,6 +755,7 @@ class Agent:
         self._abandoning = None
         self._denial = None
         self._failure = None
+        self.last_stop_reason = None
 
     async def stop(self) -> None:
         """End the session (bounded: at most a few seconds even if the harness ignores it)."""
@@ -874,10 +928,12 @@ class Agent:
                     async with asyncio.timeout_at(deadline):
                         item = await queue.get()
                 except TimeoutError:
+                    self.last_stop_reason = StopReason.TIMEOUT
                     raise TurnTimeoutError(
                         f"the turn did not finish within {self._settings.turn_timeout}s (halted)"
                     ) from None
                 if isinstance(item, TurnCancelledError):
+                    self.last_stop_reason = StopReason.CANCELLED
                     raise item  # not finished: the clean-up below halts the harness's turn
                 if isinstance(item, BaseException):
                     finished = True
@@ -922,9 +978,16 @@ class Agent:
 
     def _finish(self, ended: TurnEnded) -> ChatResponse:
         if ended.cancelled and self._denial is not None:
+            self.last_stop_reason = StopReason.DENIED
             raise TurnDeniedError(self._denial)
+        reason = ended.response.stop_reason
         if ended.error:
-            raise TurnFailedError(ended.error)
+            failed = TurnFailedError(
+                ended.error, StopReason.ERROR if reason is StopReason.FINISHED else reason
+            )
+            self.last_stop_reason = failed.stop_reason
+            raise failed
+        self.last_stop_reason = reason
         self.turn_count += 1
         self.history.extend(ended.response.steps)
         return ended.response

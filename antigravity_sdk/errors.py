@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._reasons import StopReason
+
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
@@ -94,7 +96,10 @@ class HarnessConnectionError(HarnessError):
 
 
 class TurnError(AntigravityError):
-    """A turn did not complete; the session stays usable."""
+    """A turn did not complete; the session stays usable. `stop_reason` says how it
+    ended (also `Agent.last_stop_reason`)."""
+
+    stop_reason: StopReason = StopReason.ERROR
 
 
 class TurnDeniedError(TurnError):
@@ -102,6 +107,8 @@ class TurnDeniedError(TurnError):
 
     `str()` is the denying hook's message; `result` is its `HookResult`.
     """
+
+    stop_reason = StopReason.DENIED
 
     def __init__(self, result: HookResult) -> None:
         self.result = result
@@ -111,13 +118,18 @@ class TurnDeniedError(TurnError):
 class TurnCancelledError(TurnError):
     """`Agent.cancel()` ended the turn; the harness halted it and the session goes on."""
 
+    stop_reason = StopReason.CANCELLED
+
 
 class TurnFailedError(TurnError):
-    """The harness ended the turn with an error (model endpoint, budget, ...); `cause` is
-    the harness's own message."""
+    """The harness ended the turn with an error (model endpoint, quota, ...); `cause` is
+    the harness's own message, `stop_reason` `ERROR` or the harness's reason
+    (`QUOTA_EXHAUSTED`). After a model error the harness ends the session: the next call
+    raises `HarnessConnectionError`."""
 
-    def __init__(self, cause: str) -> None:
+    def __init__(self, cause: str, stop_reason: StopReason = StopReason.ERROR) -> None:
         self.cause = cause
+        self.stop_reason = stop_reason
         super().__init__(f"the turn failed: {cause}")
 
 
@@ -145,6 +157,8 @@ class OutputValidationError(TurnError):
 
 class TurnTimeoutError(TurnError, TimeoutError):
     """The turn did not finish within `turn_timeout`; it was halted."""
+
+    stop_reason = StopReason.TIMEOUT
 
 
 class PolicyError(ConfigurationError):

@@ -55,6 +55,7 @@ from typing import Any, Final, TypeAlias
 __all__ = [
     "EXHAUSTED_TEXT",
     "GeminiStub",
+    "HttpErrorReply",
     "RecordedRequest",
     "Reply",
     "ScriptFunction",
@@ -63,6 +64,7 @@ __all__ = [
     "ToolCallReply",
     "ToolCallSpec",
     "finish",
+    "http_error",
     "scripted_model",
     "text",
     "tool_call",
@@ -114,7 +116,20 @@ class ToolCallReply:
             raise ValueError("ToolCallReply needs at least one call")
 
 
-Reply: TypeAlias = str | TextReply | ToolCallReply
+@dataclass(frozen=True, slots=True)
+class HttpErrorReply:
+    """The endpoint fails the request with HTTP ``status`` (429, 500, 503 ...): what a
+    rate-limited or broken model server does, to see how the harness retries."""
+
+    status: int
+    message: str = "scripted failure"
+
+    def __post_init__(self) -> None:
+        if not 400 <= self.status <= 599:
+            raise ValueError(f"an HTTP error status is 400-599, got {self.status}")
+
+
+Reply: TypeAlias = str | TextReply | ToolCallReply | HttpErrorReply
 """Anything a script may answer with; a bare ``str`` is assistant text."""
 
 ScriptFunction: TypeAlias = Callable[
@@ -144,6 +159,11 @@ def tool_calls(*calls: ToolCallSpec, text: str = "") -> ToolCallReply:
     return ToolCallReply(tuple(calls), text)
 
 
+def http_error(status: int, message: str = "scripted failure") -> HttpErrorReply:
+    """A reply that fails the request with HTTP ``status``, e.g. ``http_error(429)``."""
+    return HttpErrorReply(status, message)
+
+
 # --------------------------------------------------------------------------- recording
 
 
@@ -156,6 +176,9 @@ class RecordedRequest:
     body: Mapping[str, Any]
     reply: Reply | None
     """What the script answered (``None`` if the script function raised)."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """The token counts the model reported for this request (OpenAI ``usage``:
+    ``prompt_tokens``, ``completion_tokens``, ``total_tokens``); empty for a failed one."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -241,7 +264,9 @@ _REASONS: Final = {
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Payload Too Large",
+    429: "Too Many Requests",
     500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 
 
@@ -409,8 +434,10 @@ class ScriptedModel:
 
     @staticmethod
     def _check_reply(reply: Any) -> Reply:
-        if not isinstance(reply, str | TextReply | ToolCallReply):
-            raise TypeError(f"not a reply: {reply!r} (use str, TextReply or ToolCallReply)")
+        if not isinstance(reply, str | TextReply | ToolCallReply | HttpErrorReply):
+            raise TypeError(
+                f"not a reply: {reply!r} (use str, TextReply, ToolCallReply or HttpErrorReply)"
+            )
         return reply
 
     # ---- lifecycle
@@ -560,10 +587,13 @@ class ScriptedModel:
         except Exception as e:
             reply = None
             self.errors.append(f"script raised {type(e).__name__}: {e}")
-        self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply))
-
-        if reply is None:
-            await _send(writer, _json_response(500, _error_body(self.errors[-1]), close=close))
+        if reply is None or isinstance(reply, HttpErrorReply):
+            self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply))
+            if reply is None:
+                status, why = 500, self.errors[-1]
+            else:
+                status, why = reply.status, reply.message
+            await _send(writer, _json_response(status, _error_body(why), close=close))
             return
 
         completion_id = f"chatcmpl-{next(self._ids)}"
@@ -578,6 +608,7 @@ class ScriptedModel:
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply, usage))
         finish = "tool_calls" if calls else "stop"
         if body.get("stream"):
             await self._write_stream(writer, completion_id, content, calls, finish, usage, close)
@@ -701,6 +732,10 @@ class _GeminiServer(ScriptedModel):
             self.errors.append(f"bad JSON body: {e}")
         reply = await self._next_reply(body)
         self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply))
+        if isinstance(reply, HttpErrorReply):
+            body_ = _error_body(reply.message)
+            await _send(writer, _json_response(reply.status, body_, close=close))
+            return
         text = reply if isinstance(reply, str) else reply.text
         payload = {
             "candidates": [

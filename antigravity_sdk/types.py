@@ -10,11 +10,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ._reasons import StopReason
 
 __all__ = [
     "AskQuestionEntry",
     "AskQuestionOption",
+    "Budget",
+    "BudgetScope",
     "BuiltinTool",
     "CapabilitiesConfig",
     "ChatResponse",
@@ -24,9 +28,12 @@ __all__ = [
     "McpStdioServer",
     "QuestionHookResult",
     "QuestionResponse",
+    "RetryPolicy",
     "Step",
+    "StopReason",
     "StreamChunk",
     "ToolCall",
+    "ToolOutputLimit",
     "ToolResult",
     "UsageMetadata",
 ]
@@ -131,17 +138,28 @@ class ChatResponse(_Model):
     """What one `Agent.chat()` turn produced; `output` is the answer validated into the
     agent's output type (`AgentBuilder.output_type`), None without one."""
 
+    """What one `Agent.chat()` turn produced.
+
+    `usage` is what the turn cost (all trajectories); `usage_by_trajectory` splits it
+    by trajectory id (the conversation's id for the agent itself, others for subagents).
+    `stop_reason` says why the turn ended: `finished`, or a budget that ran out.
+    """
+
     text: str = ""
     thinking: str = ""
     steps: list[Step] = Field(default_factory=list)
     usage: UsageMetadata | None = None
     output: Any = None
+    usage_by_trajectory: dict[str, UsageMetadata] = Field(default_factory=dict)
+    stop_reason: StopReason = StopReason.FINISHED
 
 
 class StreamChunk(_Model):
     """One piece of a streamed turn: a text delta, a thought delta, a tool call (when it
-    reaches the SDK for a decision), or a tool result (when the tool has run: `text` is
-    the start of its output, `error` its error, `tool_call` the call).
+    reaches the SDK for a decision), a tool result (when the tool has run: `text` is
+    the start of its output, `error` its error, `tool_call` the call), or an error the
+    harness reported (`error` its message, `text` the detail: a model call it will retry,
+    or the one that ends the turn).
 
     `trajectory_id` says whose: the conversation's id for the agent itself, another id
     for a subagent.
@@ -149,7 +167,7 @@ class StreamChunk(_Model):
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
-    type: Literal["text", "thought", "tool_call", "tool_result"]
+    type: Literal["text", "thought", "tool_call", "tool_result", "error"]
     text: str = ""
     error: str = ""
     tool_call: ToolCall | None = None
@@ -258,3 +276,77 @@ class McpHttpServer(_McpServerBase):
 
 
 McpServer = McpStdioServer | McpHttpServer
+
+
+_MAX_INT32 = 2**31 - 1
+_MAX_INT64 = 2**63 - 1
+_MAX_UINT32 = 2**32 - 1
+
+
+class BudgetScope(StrEnum):
+    """What a `Budget` counts from. Measured on the harness: both count across turns (a
+    budget is never per turn); they differ only for a resumed conversation, which
+    `LIFETIME` counts from its first step and `FORWARD_LOOKING` from the resume."""
+
+    LIFETIME = "lifetime"
+    FORWARD_LOOKING = "forward_looking"
+
+
+class Budget(_Model):
+    """Limits the harness enforces on the conversation; past one it ends the turn with
+    that `StopReason` (the turn returns; it is not an error), and every later turn ends
+    the same way after at most one model call. Tokens are as the model reports them:
+    input is prompt minus cached tokens, output is candidates plus thoughts."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True, extra="forbid")
+
+    max_model_calls: int | None = Field(default=None, gt=0, le=_MAX_INT32)
+    max_tool_calls: int | None = Field(default=None, gt=0, le=_MAX_INT32)
+    max_input_tokens: int | None = Field(default=None, gt=0, le=_MAX_INT64)
+    max_output_tokens: int | None = Field(default=None, gt=0, le=_MAX_INT64)
+    max_total_tokens: int | None = Field(default=None, gt=0, le=_MAX_INT64)
+    scope: BudgetScope = BudgetScope.LIFETIME
+
+
+class RetryPolicy(_Model):
+    """How the harness retries a Gemini API call that failed with a retryable error
+    (network, HTTP 429 and 5xx; an OpenAI-compatible endpoint is never retried), and a
+    model answer it cannot parse (`max_output_retries`). Each retry is logged as a
+    WARNING and streamed as an `error` chunk; after the last one the turn fails with
+    `TurnFailedError` carrying the harness's cause. A field left None is the harness's
+    default. The SDK's default policy is bounded: 3 retries from 1 s, doubling (about
+    7 s in all) — without one the harness retries for many minutes."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True, extra="forbid")
+
+    max_retries: int = Field(default=3, ge=0, le=_MAX_UINT32)
+    initial_backoff: float | None = Field(
+        default=1.0, ge=0.001, le=_MAX_UINT32 / 1000, allow_inf_nan=False
+    )
+    backoff_multiplier: float | None = Field(default=None, ge=1, le=100, allow_inf_nan=False)
+    jitter: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    max_output_retries: int | None = Field(default=None, ge=0, le=_MAX_UINT32)
+
+
+class ToolOutputLimit(_Model):
+    """A bound on what one tool's output may cost the model, in (estimated) tokens.
+
+    `on_exceed="truncate"` keeps the start of the output and tells the model it was cut
+    (`save_full_output`: the harness keeps the whole output in a file the model can
+    read); `"error"` replaces the output with an error (`error_message`, or the
+    harness's own)."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True, extra="forbid")
+
+    max_tokens: int = Field(gt=0, le=_MAX_INT32)
+    on_exceed: Literal["truncate", "error"] = "truncate"
+    save_full_output: bool = False
+    error_message: str = ""
+
+    @model_validator(mode="after")
+    def _one_strategy(self) -> ToolOutputLimit:
+        if self.on_exceed == "error" and self.save_full_output:
+            raise ValueError("save_full_output goes with on_exceed='truncate'")
+        if self.on_exceed == "truncate" and self.error_message:
+            raise ValueError("error_message goes with on_exceed='error'")
+        return self

@@ -203,7 +203,7 @@ def test_harness_config_json_shape() -> None:
         {"name": "web", "http": {"url": "http://u/mcp"}, "timeoutSeconds": 30},
     ]
     assert cfg["agentBehavior"] == "AGENT_BEHAVIOR_INTERACTIVE"
-    assert cfg["budgetConfig"] == {"maxModelCalls": 4}
+    assert cfg["budgetConfig"] == {"maxModelCalls": 4, "scope": "BUDGET_SCOPE_LIFETIME"}
     assert cfg["compactionConfig"] == {"tokenThreshold": 1000}
     # The whole frame is valid protobuf JSON for the schema.
     assert wire.message_to_dict(pb.InitializeConversationEvent.from_dict(frame)) == frame

@@ -15,10 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import ModelNotConfiguredError
+from ..errors import ConfigurationError, ModelNotConfiguredError
 from ..models import GeminiOptions, VertexAI
 from ..skills import Skill
-from ..types import BuiltinTool, CapabilitiesConfig, McpHttpServer, McpServer, McpStdioServer
+from ..types import (
+    Budget,
+    BuiltinTool,
+    CapabilitiesConfig,
+    McpHttpServer,
+    McpServer,
+    McpStdioServer,
+    RetryPolicy,
+    ToolOutputLimit,
+)
 from . import wire
 from ._proto.genai import skills as skill_pb
 from .catalog import CAPABILITY_SWITCHES
@@ -82,7 +91,10 @@ class ModelSettings:
 
 
 def resolve_model(
-    model: str | None, *, base_url: str | None = None, api_key: str | None = None
+    model: str | None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
 ) -> ModelSettings:
     """The model the harness calls, for the agent and the command line alike.
 
@@ -190,6 +202,61 @@ def _structured_output(config: Any, schema: str) -> None:
         config.system_instructions.appended.appended_sections.append(section)
 
 
+_BUDGET_FIELDS: Final = ("max_model_calls", "max_tool_calls")
+
+
+def merged_budget(capabilities: CapabilitiesConfig, budget: Budget | None) -> Budget | None:
+    """One `Budget` from `budget` and CapabilitiesConfig's older call limits; a limit
+    given in both must agree (ConfigurationError otherwise: which one would apply?)."""
+    older = {name: getattr(capabilities, name) for name in _BUDGET_FIELDS}
+    older = {name: value for name, value in older.items() if value is not None}
+    if budget is None:
+        return Budget(**older) if older else None
+    clashes = [name for name, value in older.items() if getattr(budget, name) not in (None, value)]
+    if clashes:
+        raise ConfigurationError(
+            f"{clashes} are set in both CapabilitiesConfig and Budget, differently; "
+            "set them in Budget only"
+        )
+    return budget.model_copy(update=older)
+
+
+def _retry(policy: RetryPolicy) -> Any:
+    config = pb.RetryConfig(
+        api_retry=pb.ModelApiRetryConfig(
+            max_retries=policy.max_retries,
+            initial_sleep_duration_ms=round((policy.initial_backoff or 0) * 1000),
+            exponential_multiplier=policy.backoff_multiplier or 0.0,
+            jitter_range=policy.jitter or 0.0,
+        )
+    )
+    if policy.max_output_retries is not None:
+        config.model_output_retry = pb.ModelOutputRetryConfig(max_retries=policy.max_output_retries)
+    return config
+
+
+def _explicit_retries(wire_retry: dict[str, Any], policy: RetryPolicy) -> None:
+    """Send a retry count of 0 rather than leave it out: the harness reads an absent
+    count as its own default (many minutes of retries), an explicit 0 as none."""
+    wire_retry.setdefault("apiRetry", {})["maxRetries"] = policy.max_retries
+    if policy.max_output_retries is not None:
+        wire_retry.setdefault("modelOutputRetry", {})["maxRetries"] = policy.max_output_retries
+
+
+def _truncation(limit: ToolOutputLimit) -> Any:
+    if limit.on_exceed == "error":
+        return pb.ToolOutputTruncation(
+            error=pb.ToolOutputTruncationErrorStrategy(
+                max_tokens=limit.max_tokens, error_message=limit.error_message
+            )
+        )
+    return pb.ToolOutputTruncation(
+        truncate=pb.ToolOutputTruncationTruncateStrategy(
+            max_tokens=limit.max_tokens, save_full_output=limit.save_full_output
+        )
+    )
+
+
 def harness_config(
     *,
     model: ModelSettings,
@@ -207,6 +274,9 @@ def harness_config(
     skills_paths: Sequence[Path] = (),
     skills: Sequence[Skill] = (),
     output_schema: str = "",
+    budget: Budget | None = None,
+    retry: RetryPolicy | None = None,
+    tool_output: ToolOutputLimit | None = None,
 ) -> dict[str, Any]:
     """The `InitializeConversationEvent` to send, as a canonical-JSON dict.
 
@@ -273,13 +343,25 @@ def harness_config(
     if BuiltinTool.ASK_QUESTION in capabilities.enabled_tools:
         # The harness only forwards questions to the client in interactive mode.
         config.agent_behavior = pb.AgentBehavior.INTERACTIVE
-    if capabilities.max_model_calls or capabilities.max_tool_calls:
+    limits = merged_budget(capabilities, budget)
+    if limits is not None:
         config.budget_config = pb.BudgetConfig(
-            max_model_calls=capabilities.max_model_calls or 0,
-            max_tool_calls=capabilities.max_tool_calls or 0,
+            max_model_calls=limits.max_model_calls or 0,
+            max_tool_calls=limits.max_tool_calls or 0,
+            max_input_tokens=limits.max_input_tokens or 0,
+            max_output_tokens=limits.max_output_tokens or 0,
+            max_total_tokens=limits.max_total_tokens or 0,
+            scope=pb.BudgetConfigBudgetScope[limits.scope.name],
         )
+    if retry is not None:
+        config.retry_config = _retry(retry)
+    if tool_output is not None:
+        config.tool_output_truncation = _truncation(tool_output)
     if capabilities.compaction_token_threshold:
         config.compaction_config = pb.CompactionConfig(
             token_threshold=capabilities.compaction_token_threshold
         )
-    return {"config": wire.message_to_dict(config)}
+    wire_config = wire.message_to_dict(config)
+    if retry is not None:
+        _explicit_retries(wire_config["retryConfig"], retry)
+    return {"config": wire_config}

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from .._reasons import StopReason
 from ..errors import ProtocolError, ToolExecutionError
 from ..hooks import EVENTS
 from ..types import (
@@ -37,6 +39,8 @@ from .catalog import INTERNAL_NAMES, TOOLS, ToolGuard
 from .fields import int_field, list_field, obj_field, parse_args, str_field, wire_path
 
 __all__ = ["HOOK_EVENTS", "SessionCore"]
+
+logger = logging.getLogger("antigravity_sdk.agent")
 
 # Session start and end are dispatched by the SDK itself (the harness raises them lazily
 # or late), and questions arrive as step updates: the harness is asked for the others.
@@ -91,6 +95,28 @@ def _usage_delta(end: UsageMetadata, start: UsageMetadata) -> UsageMetadata:
     return UsageMetadata(
         **{name: getattr(end, name) - getattr(start, name) for name in _USAGE_FIELDS}
     )
+
+
+def _trajectory_usage(entries: list[Any]) -> dict[str, UsageMetadata]:
+    """`TrajectoryUsageEntry`s by trajectory id (entries without an id are skipped)."""
+    usage = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ProtocolError("a trajectory usage entry should be an object")
+        trajectory = str_field(entry, "trajectoryId")
+        if trajectory:
+            usage[trajectory] = _usage(obj_field(entry, "usage"))
+    return usage
+
+
+_STOP_REASONS: Final = {
+    "STOP_REASON_MAX_MODEL_CALLS_EXCEEDED": StopReason.MAX_MODEL_CALLS,
+    "STOP_REASON_MAX_TOOL_CALLS_EXCEEDED": StopReason.MAX_TOOL_CALLS,
+    "STOP_REASON_MAX_INPUT_TOKENS_EXCEEDED": StopReason.MAX_INPUT_TOKENS,
+    "STOP_REASON_MAX_OUTPUT_TOKENS_EXCEEDED": StopReason.MAX_OUTPUT_TOKENS,
+    "STOP_REASON_MAX_TOTAL_TOKENS_EXCEEDED": StopReason.MAX_TOTAL_TOKENS,
+    "STOP_REASON_QUOTA_EXHAUSTED": StopReason.QUOTA_EXHAUSTED,
+}
 
 
 # -- steps ------------------------------------------------------------------------------
@@ -286,7 +312,10 @@ class SessionCore:
         self.conversation_id = ""
         self.streaming = False  # until a turn starts: before that nobody reads chunks
         self.usage = UsageMetadata()
+        self.usage_by_trajectory: dict[str, UsageMetadata] = {}
         self._turn_usage_start = UsageMetadata()
+        self._turn_usage_by_trajectory: dict[str, UsageMetadata] = {}
+        self.stop_reason: StopReason | None = None  # the harness's, for the current turn
         self._steps: dict[tuple[str, int], _StepState] = {}
         self._calls: dict[str, ToolCall] = {}  # pending: PRE_TOOL seen, no POST/ERROR yet
         self._turn_calls: list[ToolCall] = []  # every call PRE_TOOL asked about this turn
@@ -303,6 +332,8 @@ class SessionCore:
         self._steps = {}
         self._calls = {}
         self._turn_usage_start = self.usage
+        self._turn_usage_by_trajectory = dict(self.usage_by_trajectory)
+        self.stop_reason = None
         return {"userInput": {"parts": [{"text": text}]}}
 
     # -- incoming ---------------------------------------------------------------------
@@ -342,9 +373,11 @@ class SessionCore:
                 )
             ]
         if "usageUpdate" in frame:
-            total = obj_field(obj_field(frame, "usageUpdate"), "total")
+            update = obj_field(frame, "usageUpdate")
+            total = obj_field(update, "total")
             if total:
                 self.usage = _usage(total)
+            self.usage_by_trajectory.update(_trajectory_usage(list_field(update, "agents")))
             return []
         if "policyDecisionRequest" in frame:
             request = obj_field(frame, "policyDecisionRequest")
@@ -353,6 +386,9 @@ class SessionCore:
         if "initializeConversationResponse" in frame:
             response = obj_field(frame, "initializeConversationResponse")
             self.conversation_id = str_field(response, "cascadeId")
+            # A resumed conversation: what it has cost so far.
+            self.usage = _usage(obj_field(response, "cumulativeUsage"))
+            self.usage_by_trajectory = _trajectory_usage(list_field(response, "trajectoryUsage"))
             history = []
             for update in list_field(response, "history"):
                 if isinstance(update, dict):
@@ -496,6 +532,15 @@ class SessionCore:
     def _step_update(self, update: dict[str, Any]) -> list[effects.Effect]:
         step = self._merge_step(update)
         found: list[effects.Effect] = []
+        if step.state == "error" and step.source == "system" and not step.reported:
+            # The harness's own errors: a model call it will retry, the one that ends the
+            # turn. Otherwise they would only show as a late TurnFailedError (or, while it
+            # retries, as silence). A refused tool call or a budget stop is the model's
+            # step: the tool_call chunk and `stop_reason` report those.
+            step.reported = True
+            logger.warning("the harness reports an error: %s", step.text or step.error)
+            if self.streaming:
+                found.append(effects.Chunk(_error_chunk(step)))
         if self.streaming:
             self._chunks(step, update, found)
         questions = update.get("questionsRequest")
@@ -547,12 +592,20 @@ class SessionCore:
         is_main = trajectory == self.conversation_id or (
             not self.conversation_id and not update.get("parentTrajectoryId")
         )
-        state = update.get("state")
-        if not is_main or state not in ("STATE_FULLY_IDLE", "STATE_CANCELLED"):
+        if not is_main:
             return []
+        reason = update.get("stopReason")
+        if isinstance(reason, str) and reason != "STOP_REASON_UNSPECIFIED":
+            self.stop_reason = _STOP_REASONS.get(reason, StopReason.UNKNOWN)
+        state = update.get("state")
+        if state not in ("STATE_FULLY_IDLE", "STATE_CANCELLED"):
+            return []
+        response = self.response()
+        if state == "STATE_CANCELLED":
+            response.stop_reason = StopReason.CANCELLED
         return [
             effects.TurnEnded(
-                self.response(),
+                response,
                 error=str_field(update, "error"),
                 cancelled=state == "STATE_CANCELLED",
             )
@@ -578,11 +631,19 @@ class SessionCore:
             ):
                 text = step.text
         used: set[int] = set()
+        start = self._turn_usage_by_trajectory
+        by_trajectory = {
+            trajectory: _usage_delta(usage, start.get(trajectory, UsageMetadata()))
+            for trajectory, usage in self.usage_by_trajectory.items()
+            if usage != start.get(trajectory)
+        }
         return ChatResponse(
             text=text,
             thinking="\n".join(thinking),
             steps=[s.to_step(self._executed_call(s, used)) for s in steps],
             usage=_usage_delta(self.usage, self._turn_usage_start),
+            usage_by_trajectory=by_trajectory,
+            stop_reason=self.stop_reason or StopReason.FINISHED,
         )
 
     def _executed_call(self, step: _StepState, used: set[int]) -> ToolCall | None:
@@ -609,6 +670,16 @@ class SessionCore:
 
 _FINISHED: Final = frozenset({"done", "error"})
 _RESULT_PREVIEW: Final = 2000  # characters of a tool's output in its tool_result chunk
+
+
+def _error_chunk(step: _StepState) -> StreamChunk:
+    return StreamChunk(
+        type="error",
+        text=step.text,
+        error=step.error or step.text,
+        step_index=step.step_index,
+        trajectory_id=step.trajectory_id,
+    )
 
 
 def _chunk(kind: Literal["text", "thought"], delta: str, step: _StepState) -> StreamChunk:
