@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         TurnTimeoutError,
     )
     from .hooks import Hook, HookRunner
+    from .media import Document, Image, Prompt
     from .policy import Decision, Policy, PolicyEnforcer
     from .types import (
         AskQuestionEntry,
@@ -68,6 +69,7 @@ __all__ = [
     "ChatResponse",
     "ConfigurationError",
     "Decision",
+    "Document",
     "HarnessConnectionError",
     "HarnessError",
     "HarnessInstallError",
@@ -76,12 +78,15 @@ __all__ = [
     "HookContext",
     "HookResult",
     "HookRunner",
+    "Image",
     "McpHttpServer",
     "McpStdioServer",
     "ModelNotConfiguredError",
     "Policy",
     "PolicyEnforcer",
     "PolicyError",
+    "Prompt",
+    "PromptError",
     "ProtocolError",
     "QuestionHookResult",
     "QuestionResponse",
@@ -114,6 +119,9 @@ _EXPORTS = {
     "current_context": "context",
     "Hook": "hooks",
     "HookRunner": "hooks",
+    "Document": "media",
+    "Image": "media",
+    "Prompt": "media",
     "Decision": "policy",
     "Policy": "policy",
     "PolicyEnforcer": "policy",

@@ -3,7 +3,8 @@
     AntigravityError
     ├── ConfigurationError (also ValueError)   build() or start() refuses the settings
     │   ├── PolicyError (also ValueError)      an invalid policy set or policy file
-    │   └── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
+    │   ├── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
+    │   └── PromptError                        a prompt refused before anything was sent
     ├── AgentStateError (also RuntimeError)    not started, already started, ...
     ├── HarnessError                           the harness binary or process
     │   ├── HarnessNotFoundError               no usable binary; says how to install one
@@ -39,6 +40,7 @@ __all__ = [
     "HarnessNotFoundError",
     "ModelNotConfiguredError",
     "PolicyError",
+    "PromptError",
     "ProtocolError",
     "ToolExecutionError",
     "TurnCancelledError",
@@ -127,6 +129,12 @@ class PolicyError(ConfigurationError):
 class ModelNotConfiguredError(ConfigurationError):
     """No usable model: a base_url without a model name, or a Gemini model without a key
     (a `ConfigurationError`, so also an `AntigravityError` and a `ValueError`)."""
+
+
+class PromptError(ConfigurationError):
+    """A prompt refused before anything was sent (an unreadable file, an unsupported MIME
+    type, media over 25 MiB, an empty sequence, a failed download); the session stays
+    usable."""
 
 
 class ProtocolError(AntigravityError):
