@@ -133,8 +133,8 @@ class ModelNotConfiguredError(ConfigurationError):
 
 class PromptError(ConfigurationError):
     """A prompt refused before anything was sent (an unreadable file, an unsupported MIME
-    type, media over 25 MiB, an empty sequence, a failed download); the session stays
-    usable."""
+    type, too large for the harness, an empty sequence, a failed download); the session
+    stays usable."""
 
 
 class ProtocolError(AntigravityError):

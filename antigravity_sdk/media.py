@@ -9,8 +9,9 @@ session stays usable. What was measured against the harness (0.1.22) decides the
   URL, after the prompt's text (the harness concatenates the text parts as they are).
   Documents (a PDF, plain text ...) and every description are dropped there without a
   word, so the agent refuses a document for such an endpoint (`Agent` decides).
-* The harness fails a turn whose media add up to more than 25 MiB ("trajectory converted
-  to zero chat messages"): `MAX_MEDIA_BYTES` refuses it first.
+* The harness fails a turn whose media bytes plus twice its text's UTF-8 bytes exceed
+  about 25 MiB ("trajectory converted to zero chat messages"), and then closes the
+  session on the next input: `MAX_PROMPT_BYTES` refuses such a prompt, text alone too.
 * The harness forwards any `image/*` type unchecked; the SDK accepts the types both
   Gemini and OpenAI-compatible endpoints read (PNG, JPEG, WebP), and checks that the
   bytes are what the MIME type says.
@@ -33,7 +34,7 @@ from .errors import PromptError
 __all__ = [
     "DOCUMENT_MIME_TYPES",
     "IMAGE_MIME_TYPES",
-    "MAX_MEDIA_BYTES",
+    "MAX_PROMPT_BYTES",
     "Document",
     "Image",
     "Prompt",
@@ -42,8 +43,14 @@ __all__ = [
     "prompt_text",
 ]
 
-MAX_MEDIA_BYTES: Final = 25 * 1024 * 1024
-"""The most media bytes one prompt may carry: the harness fails a turn with more."""
+MAX_PROMPT_BYTES: Final = 25 * 1024 * 1024 - 64 * 1024
+"""The largest prompt: its media bytes plus twice its text's UTF-8 bytes, as the harness
+counts them (measured), with 64 KiB left for what the harness adds to the text."""
+
+_TOO_LARGE: Final = (
+    f"more than the {MAX_PROMPT_BYTES} bytes a prompt may carry (the harness would fail "
+    "the turn, then end the session)"
+)
 
 IMAGE_MIME_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/webp"})
 DOCUMENT_MIME_TYPES: Final = frozenset(
@@ -106,11 +113,8 @@ class _Media:
             )
         if not self.data:
             raise PromptError(f"{kind}: no data (the harness drops an empty part)")
-        if len(self.data) > MAX_MEDIA_BYTES:
-            raise PromptError(
-                f"{kind}: {len(self.data)} bytes is more than the {MAX_MEDIA_BYTES} bytes "
-                "(25 MiB) the harness takes in one prompt"
-            )
+        if len(self.data) > MAX_PROMPT_BYTES:
+            raise PromptError(f"{kind}: {len(self.data)} bytes is {_TOO_LARGE}")
         if self.mime_type in _SNIFFED:
             found = _sniff(self.data)
             if found != self.mime_type:
@@ -158,7 +162,7 @@ class _Media:
     ) -> Self:
         """Download `url` (http or https) now: the harness takes bytes, not links.
 
-        Bounded: the whole download takes at most `timeout` seconds and `MAX_MEDIA_BYTES`
+        Bounded: the whole download takes at most `timeout` seconds and `MAX_PROMPT_BYTES`
         bytes, else `PromptError`. Without `mime_type`: the type the bytes announce,
         else the response's Content-Type.
         """
@@ -177,7 +181,7 @@ class _Media:
 
 
 class Image(_Media):
-    """An image part of a prompt: PNG, JPEG or WebP, at most 25 MiB.
+    """An image part of a prompt: PNG, JPEG or WebP (see `MAX_PROMPT_BYTES` for sizes).
 
     Build one with `Image.from_path(path)`, `Image.from_bytes(data, "image/png")` or
     `await Image.from_url(url)`. An OpenAI-compatible endpoint receives it as an
@@ -205,19 +209,18 @@ Prompt: TypeAlias = str | Image | Document | Sequence[str | Image | Document]
 
 
 def _read_file(path: Path, kind: str) -> bytes:
-    """A regular file's bytes, at most MAX_MEDIA_BYTES (a FIFO or device could block
-    or never end, so only regular files are read)."""
+    """A regular file's bytes, at most MAX_PROMPT_BYTES. Only a regular file is read: a
+    FIFO or a device could block or never end (O_NONBLOCK: opening a FIFO cannot block)."""
     try:
-        with path.open("rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise PromptError(f"{kind}.from_path: {path} is not a regular file")
-            if info.st_size > MAX_MEDIA_BYTES:
+            if info.st_size > MAX_PROMPT_BYTES:
                 raise PromptError(
-                    f"{kind}.from_path: {path} has {info.st_size} bytes, more than the "
-                    f"{MAX_MEDIA_BYTES} bytes (25 MiB) the harness takes in one prompt"
+                    f"{kind}.from_path: {path} has {info.st_size} bytes, {_TOO_LARGE}"
                 )
-            data = f.read(MAX_MEDIA_BYTES + 1)  # a file that grew is caught by the part
+            data = f.read(MAX_PROMPT_BYTES + 1)  # a file that grew is caught by the part
     except OSError as exc:
         raise PromptError(f"{kind}.from_path: cannot read {path}: {exc.strerror or exc}") from exc
     return data
@@ -244,14 +247,14 @@ def _download(url: str, timeout: float) -> tuple[bytes, str]:
     try:
         with opener.open(url, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > MAX_MEDIA_BYTES:
-                raise PromptError(f"from_url: {url} has {length} bytes, more than 25 MiB")
+            if length and length.isdigit() and int(length) > MAX_PROMPT_BYTES:
+                raise PromptError(f"from_url: {url} has {length} bytes, {_TOO_LARGE}")
             chunks: list[bytes] = []
             size = 0
-            while chunk := response.read(_READ_CHUNK):
+            while chunk := response.read1(_READ_CHUNK):  # what arrived: read() waits for all
                 size += len(chunk)
-                if size > MAX_MEDIA_BYTES:
-                    raise PromptError(f"from_url: {url} is larger than 25 MiB")
+                if size > MAX_PROMPT_BYTES:
+                    raise PromptError(f"from_url: {url} has over {MAX_PROMPT_BYTES} bytes")
                 if time.monotonic() > deadline:
                     raise TimeoutError
                 chunks.append(chunk)
@@ -279,22 +282,22 @@ def prompt_parts(prompt: object) -> tuple[PromptPart, ...]:
             "the prompt must be a str, an Image, a Document or a sequence of them, "
             f"got {type(prompt).__name__}{hint}"
         )
-    total = 0
+    media = text = 0
     for index, part in enumerate(parts):
         if isinstance(part, str):
-            _check_text(part, index if len(parts) > 1 else None)
+            text += _text_size(part, index if len(parts) > 1 else None)
         elif isinstance(part, _Media):
-            total += len(part.data)
+            media += len(part.data)
         else:
             hint = " (wrap bytes in Image.from_bytes(data, mime_type))" if _bytes(part) else ""
             raise TypeError(
                 f"prompt part {index} must be a str, an Image or a Document, "
                 f"got {type(part).__name__}{hint}"
             )
-    if total > MAX_MEDIA_BYTES:
+    if media + 2 * text > MAX_PROMPT_BYTES:
         raise PromptError(
-            f"the prompt's media add up to {total} bytes, more than the {MAX_MEDIA_BYTES} "
-            "bytes (25 MiB) the harness takes in one prompt"
+            f"the prompt is too large: {media} bytes of media plus twice {text} bytes of "
+            f"text is {_TOO_LARGE}"
         )
     return parts
 
@@ -308,13 +311,13 @@ def _bytes(value: object) -> bool:
     return isinstance(value, bytes | bytearray | memoryview)
 
 
-def _check_text(text: str, index: int | None) -> None:
-    """The harness silently drops a frame whose text is not valid Unicode, and the turn
-    would then wait for its whole timeout."""
+def _text_size(text: str, index: int | None) -> int:
+    """The text's UTF-8 size. Not valid Unicode is an error: the harness silently drops
+    such a frame, and the turn would then wait for its whole timeout."""
     if text.isascii():
-        return
+        return len(text)
     try:
-        text.encode("utf-8")
+        return len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:  # a lone surrogate
         where = "the prompt" if index is None else f"prompt part {index}"
         raise ValueError(
