@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from antigravity_sdk import Document, Image, PromptError
+from antigravity_sdk import Agent, AgentStateError, Document, Image, PromptError
 from antigravity_sdk.harness import wire
 from antigravity_sdk.harness.protocol import SessionCore
 from antigravity_sdk.media import MAX_PROMPT_BYTES, prompt_parts, prompt_text
@@ -168,6 +168,29 @@ def test_bad_prompts_are_refused(prompt: Any, error: type[Exception], match: str
         prompt_parts(prompt)
 
 
+_IMAGE = Image.from_bytes(PNG, "image/png")
+_anything = st.one_of(
+    st.text(),
+    st.just(_IMAGE),
+    st.binary(max_size=8),
+    st.integers(),
+    st.none(),
+    st.lists(st.text(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.text(max_size=2), max_size=1),
+)
+
+
+@given(st.one_of(_anything, st.lists(_anything, max_size=5), st.tuples(_anything, _anything)))
+def test_a_prompt_is_either_accepted_as_is_or_refused_with_a_clear_error(prompt: Any) -> None:
+    try:
+        parts = prompt_parts(prompt)
+    except (TypeError, ValueError) as exc:  # PromptError is a ValueError
+        assert "prompt" in str(exc)
+        return
+    assert parts == (tuple(prompt) if isinstance(prompt, list | tuple) else (prompt,))
+    assert all(isinstance(p, str | Image) for p in parts)
+
+
 def test_the_size_of_a_prompt_counts_media_once_and_text_twice() -> None:
     """As the harness counts (measured against 0.1.22): past about 25 MiB it fails the
     turn and then ends the session, so the SDK refuses first, text-only prompts too."""
@@ -196,6 +219,25 @@ def test_the_user_input_frame_of_a_multimodal_prompt() -> None:
     encoded = json.loads(b"".join(wire.encode_fragments(frame)))
     media = {"mimeType": "image/png", "data": base64.b64encode(PNG).decode(), "description": "px"}
     assert encoded == {"userInput": {"parts": [{"text": "see"}, {"media": media}]}}
+
+
+def test_a_document_goes_out_as_a_media_part() -> None:
+    frame = SessionCore().user_input((Document.from_bytes(PDF, "application/pdf"),))
+    encoded = json.loads(b"".join(wire.encode_fragments(frame)))
+    media = {"mimeType": "application/pdf", "data": base64.b64encode(PDF).decode()}
+    assert encoded == {"userInput": {"parts": [{"media": media}]}}
+
+
+async def test_documents_are_refused_only_for_openai_compatible_endpoints() -> None:
+    document = Document.from_bytes(PDF, "application/pdf")
+    gemini = Agent.builder().model("gemini-2.5-flash", api_key="key").build()
+    with pytest.raises(AgentStateError, match="start the agent first"):  # the prompt passed
+        await gemini.chat(["read this", document])
+    served = Agent.builder().model("qwen3", base_url="http://127.0.0.1:9/v1").build()
+    with pytest.raises(PromptError, match="drops documents"):
+        await served.chat(["read this", document])
+    with pytest.raises(AgentStateError):  # images are fine there
+        await served.chat(["see", Image.from_bytes(PNG, "image/png")])
 
 
 _json = st.recursive(
