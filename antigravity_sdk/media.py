@@ -20,6 +20,7 @@ session stays usable. What was measured against the harness (0.1.22) decides the
 from __future__ import annotations
 
 import asyncio
+import math
 import mimetypes
 import os
 import stat
@@ -168,8 +169,11 @@ class _Media:
         """
         if not url.lower().startswith(("http://", "https://")):
             raise PromptError(f"{cls.__name__}.from_url: only http and https URLs, got {url!r}")
-        if not timeout > 0:
-            raise PromptError(f"{cls.__name__}.from_url: timeout must be positive")
+        if not (isinstance(timeout, int | float) and 0 < timeout < math.inf):
+            raise PromptError(
+                f"{cls.__name__}.from_url: timeout must be a positive, finite number of "
+                f"seconds, got {timeout!r}"
+            )
         try:
             async with asyncio.timeout(timeout):
                 data, served = await asyncio.to_thread(_download, url, timeout)

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import http.server
 import json
+import math
 import os
 import socket
 import threading
@@ -379,6 +380,7 @@ async def test_from_url_refuses_other_schemes_and_unreachable_hosts() -> None:
         port = s.getsockname()[1]
     with pytest.raises(PromptError, match=r"cannot download .*refused"):
         await Image.from_url(f"http://127.0.0.1:{port}/x.png")
-    with pytest.raises(PromptError, match="timeout must be positive"):
-        await Image.from_url("http://127.0.0.1/x", timeout=0)
+    for timeout in (0, -1, math.inf, math.nan, "10"):
+        with pytest.raises(PromptError, match="timeout must be a positive, finite number"):
+            await Image.from_url("http://127.0.0.1/x", timeout=timeout)  # type: ignore[arg-type]
     await asyncio.sleep(0)
