@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from .hooks import Hook, HookRunner
     from .instructions import BUILTIN_SECTIONS, BuiltinSection
+    from .media import Document, Image, Prompt
     from .models import ServiceTier, ThinkingLevel
     from .policy import Decision, Policy, PolicyEnforcer
     from .skills import Skill
@@ -85,6 +86,7 @@ __all__ = [
     "ConversationInfo",
     "ConversationNotFoundError",
     "Decision",
+    "Document",
     "HarnessConnectionError",
     "HarnessError",
     "HarnessInstallError",
@@ -93,6 +95,7 @@ __all__ = [
     "HookContext",
     "HookResult",
     "HookRunner",
+    "Image",
     "McpHttpServer",
     "McpStdioServer",
     "ModelNotConfiguredError",
@@ -100,6 +103,8 @@ __all__ = [
     "Policy",
     "PolicyEnforcer",
     "PolicyError",
+    "Prompt",
+    "PromptError",
     "ProtocolError",
     "QuestionHookResult",
     "QuestionResponse",
@@ -146,6 +151,9 @@ _EXPORTS = {
     "Skill": "skills",
     "ServiceTier": "models",
     "ThinkingLevel": "models",
+    "Document": "media",
+    "Image": "media",
+    "Prompt": "media",
     "Decision": "policy",
     "Policy": "policy",
     "PolicyEnforcer": "policy",

@@ -38,6 +38,7 @@ from .errors import (
     ConfigurationError,
     ConversationNotFoundError,
     HarnessConnectionError,
+    PromptError,
     TurnCancelledError,
     TurnDeniedError,
     TurnFailedError,
@@ -64,6 +65,7 @@ from .harness.effects import (
 from .harness.protocol import SessionCore
 from .hooks import Hook, HookRunner
 from .instructions import BuiltinSection
+from .media import Document, Prompt, PromptPart, prompt_parts, prompt_text
 from .models import GeminiOptions, ServiceTier, ThinkingLevel, VertexAI
 from .policy._rules import _is_duration
 from .skills import Skill, check_skill_dir, check_skills
@@ -589,6 +591,10 @@ class Agent:
             from .structured import OutputGuard
 
             self._output_guard = OutputGuard(settings.output_type)
+        # The harness drops documents on their way to an OpenAI-compatible endpoint.
+        self._documents_reach_model = settings.base_url is None and not _is_served_model(
+            settings.model
+        )
         self._queue: asyncio.Queue[Effect | BaseException] | None = None
         self._idle = asyncio.Event()
         self._initialized = asyncio.Event()
@@ -843,18 +849,20 @@ class Agent:
     # -- turns --------------------------------------------------------------------------
 
     async def chat(
-        self, prompt: str, *, output_type: type[BaseModel] | None = None
+        self, prompt: Prompt, *, output_type: type[BaseModel] | None = None
     ) -> ChatResponse:
         """Run one turn; raises TurnDeniedError when a pre_turn hook denies it.
 
-        With an output type (`AgentBuilder.output_type`) the response's `output` is the
-        model's answer validated into it, or None if the model gave none. Passing
-        `output_type` (which must be the agent's) requires one: a turn without an answer
-        that validates raises `OutputValidationError`, with the raw answer attached.
+        `prompt`: text, an `Image` / `Document`, or a sequence of them; checked before
+        anything is sent (TypeError, ValueError or `PromptError`). With an output type
+        (`AgentBuilder.output_type`) the response's `output` is the model's answer
+        validated into it, or None if the model gave none. Passing `output_type` (which
+        must be the agent's) requires one: a turn without an answer that validates raises
+        `OutputValidationError`, with the raw answer attached.
         """
-        _check_prompt(prompt)
+        parts = self._prompt_parts(prompt)
         self._check_output_type(output_type)
-        turn = self._turn(prompt, streaming=False)
+        turn = self._turn(parts, streaming=False)
         output = self._output_guard
         async with self._turn_lock, contextlib.aclosing(turn):
             if output is not None:
@@ -886,14 +894,17 @@ class Agent:
                 f".output_type({name})"
             )
 
-    async def stream(self, prompt: str, *, subagents: bool = False) -> AsyncIterator[StreamChunk]:
+    async def stream(
+        self, prompt: Prompt, *, subagents: bool = False
+    ) -> AsyncIterator[StreamChunk]:
         """Run one turn, yielding text, thought and tool-call chunks as they arrive.
 
         Only the agent's own chunks (its trajectory is the conversation's), unless
         `subagents`: then subagents' chunks too, told apart by `chunk.trajectory_id`.
+        `prompt` is checked as for `chat()`.
         """
-        _check_prompt(prompt)
-        turn = self._turn(prompt, streaming=True)
+        parts = self._prompt_parts(prompt)
+        turn = self._turn(parts, streaming=True)
         async with self._turn_lock, contextlib.aclosing(turn):
             async for item in turn:
                 if isinstance(item, Chunk):
@@ -903,7 +914,20 @@ class Agent:
                 elif isinstance(item, TurnEnded):
                     self._finish(item)
 
-    async def _turn(self, prompt: str, *, streaming: bool) -> AsyncGenerator[Effect, None]:
+    def _prompt_parts(self, prompt: object) -> tuple[PromptPart, ...]:
+        """The checked parts; a document only for a model that receives documents."""
+        parts = prompt_parts(prompt)
+        if not self._documents_reach_model and any(isinstance(p, Document) for p in parts):
+            raise PromptError(
+                "this model is served on an OpenAI-compatible endpoint, and the harness "
+                "drops documents on the way there (only text and images arrive): use a "
+                "Gemini model, or put the document's text in the prompt"
+            )
+        return parts
+
+    async def _turn(
+        self, parts: tuple[PromptPart, ...], *, streaming: bool
+    ) -> AsyncGenerator[Effect, None]:
         if not self._started or self._core is None or self._conn is None:
             raise AgentStateError("start the agent first (async with agent: ...)")
         if self._failure is not None:
@@ -918,11 +942,12 @@ class Agent:
         queue: asyncio.Queue[Effect | BaseException] = asyncio.Queue()
         self._queue, self._denial = queue, None
         self._idle.clear()
-        scope = self.hook_runner.begin_turn(prompt)
+        scope = self.hook_runner.begin_turn(prompt_text(parts))
+        scope.set("prompt_parts", parts)
         finished = False
         deadline = asyncio.get_running_loop().time() + self._settings.turn_timeout
         try:
-            await self._conn.send(self._core.user_input(prompt, streaming=streaming))
+            await self._conn.send(self._core.user_input(parts, streaming=streaming))
             while True:
                 try:
                     async with asyncio.timeout_at(deadline):
@@ -1080,20 +1105,6 @@ def _not_found(conversation_id: str, save_dir: Path) -> ConversationNotFoundErro
         "list_conversations(save_dir) lists the saved ones, and resume(id, create=True) "
         "starts a new conversation under an id that is not saved"
     )
-
-
-def _check_prompt(prompt: object) -> None:
-    """Before anything is sent: the harness silently drops a frame whose text is not a
-    string, or not valid Unicode, and the turn would then wait for its whole timeout."""
-    if not isinstance(prompt, str):
-        raise TypeError(f"the prompt must be a str, got {type(prompt).__name__}")
-    if not prompt.isascii():
-        try:
-            prompt.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate
-            raise ValueError(
-                f"the prompt is not valid Unicode ({exc.reason} at index {exc.start})"
-            ) from None
 
 
 def _failure_reason(exc: BaseException) -> str:

@@ -4,7 +4,8 @@
     ├── ConfigurationError (also ValueError)   build() or start() refuses the settings
     │   ├── PolicyError (also ValueError)      an invalid policy set or policy file
     │   ├── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
-    │   └── ConversationNotFoundError          resume(): no such conversation is saved
+    │   ├── ConversationNotFoundError          resume(): no such conversation is saved
+    │   └── PromptError                        a prompt refused before anything was sent
     ├── AgentStateError (also RuntimeError)    not started, already started, ...
     ├── HarnessError                           the harness binary or process
     │   ├── HarnessNotFoundError               no usable binary; says how to install one
@@ -47,6 +48,7 @@ __all__ = [
     "ModelNotConfiguredError",
     "OutputValidationError",
     "PolicyError",
+    "PromptError",
     "ProtocolError",
     "ToolExecutionError",
     "TurnCancelledError",
@@ -174,6 +176,12 @@ class ModelNotConfiguredError(ConfigurationError):
 class ConversationNotFoundError(ConfigurationError):
     """`resume(conversation_id)` names a conversation that is not saved under the save dir;
     raised by `start()` before any turn (`list_conversations()` lists the saved ones)."""
+
+
+class PromptError(ConfigurationError):
+    """A prompt refused before anything was sent (an unreadable file, an unsupported MIME
+    type, too large for the harness, an empty sequence, a failed download); the session
+    stays usable."""
 
 
 class ProtocolError(AntigravityError):

@@ -42,6 +42,7 @@ warning when a test file imports it before loading it as a plugin.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import inspect
 import itertools
@@ -216,6 +217,31 @@ class RecordedRequest:
     def text(self) -> str:
         """All message contents joined by newlines, for substring assertions."""
         return "\n".join(_content_text(m.get("content")) for m in self.messages)
+
+    @property
+    def image_urls(self) -> list[str]:
+        """The URL of every ``image_url`` content part, in message order (the harness
+        sends a prompt's images as base64 ``data:`` URLs)."""
+        urls: list[str] = []
+        for m in self.messages:
+            content = m.get("content")
+            for p in content if isinstance(content, list) else ():
+                image = p.get("image_url") if isinstance(p, dict) else None
+                url = image.get("url") if isinstance(image, dict) else None
+                if isinstance(url, str):
+                    urls.append(url)
+        return urls
+
+    @property
+    def images(self) -> list[tuple[str, bytes]]:
+        """``(mime_type, data)`` of every image sent as a base64 data URL, decoded: the
+        bytes the model received."""
+        found = []
+        for url in self.image_urls:
+            head, sep, payload = url.partition(",")
+            if sep and head.startswith("data:") and head.endswith(";base64"):
+                found.append((head[5:-7], base64.b64decode(payload)))
+        return found
 
     @property
     def last_message(self) -> dict[str, Any] | None:

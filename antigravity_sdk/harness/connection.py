@@ -57,6 +57,7 @@ class _WebSocketLink:
 
     def __init__(self) -> None:
         self._ws: ClientConnection | None = None
+        self._streams: set[asyncio.Future[None]] = set()  # streamed sends still going
 
     async def _connect(self, hosts: tuple[str, ...], port: int, api_key: str) -> None:
         from websockets.asyncio.client import connect
@@ -95,9 +96,23 @@ class _WebSocketLink:
         if self._ws is None:
             raise HarnessConnectionError("the harness connection is not open")
         try:
-            await self._ws.send(json.dumps(frame, separators=(",", ":")))
+            if isinstance(frame, wire.StreamedFrame):
+                await self._send_streamed(self._ws, frame)
+            else:
+                await self._ws.send(json.dumps(frame, separators=(",", ":")))
         except ConnectionClosed as exc:
             raise await self._closed_error(exc) from None
+
+    async def _send_streamed(self, ws: ClientConnection, frame: wire.StreamedFrame) -> None:
+        """Send `frame` as one fragmented text message, encoding as it goes. Shielded: a
+        message cut off between fragments would break the connection, so a cancelled
+        caller returns at once while the message still goes out in full (the WebSocket
+        holds every other send until it has)."""
+        sending = asyncio.ensure_future(ws.send(wire.encode_fragments(frame), text=True))
+        self._streams.add(sending)
+        sending.add_done_callback(self._streams.discard)
+        sending.add_done_callback(_retrieve)
+        await asyncio.shield(sending)
 
     async def recv(self) -> dict[str, Any]:
         """The next frame; HarnessConnectionError when the harness goes away."""
@@ -123,6 +138,12 @@ class _WebSocketLink:
         if ws is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(), timeout=grace)
+
+
+def _retrieve(sending: asyncio.Future[None]) -> None:
+    """Mark a streamed send's error as seen: its caller may no longer be waiting."""
+    if not sending.cancelled():
+        sending.exception()
 
 
 def kill_process(pid: int, sig: int = signal.SIGKILL) -> None:

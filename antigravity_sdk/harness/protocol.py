@@ -17,13 +17,14 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .._reasons import StopReason
 from ..errors import ProtocolError, ToolExecutionError
 from ..hooks import EVENTS
+from ..media import PromptPart
 from ..types import (
     AskQuestionEntry,
     AskQuestionOption,
@@ -34,7 +35,7 @@ from ..types import (
     ToolResult,
     UsageMetadata,
 )
-from . import effects
+from . import effects, wire
 from .catalog import INTERNAL_NAMES, TOOLS, ToolGuard
 from .fields import int_field, list_field, obj_field, parse_args, str_field, wire_path
 
@@ -322,8 +323,11 @@ class SessionCore:
 
     # -- outgoing ---------------------------------------------------------------------
 
-    def user_input(self, text: str, *, streaming: bool = True) -> effects.Frame:
-        """Start a turn: forget the previous turn's steps and send the prompt.
+    def user_input(
+        self, prompt: str | Sequence[PromptPart], *, streaming: bool = True
+    ) -> effects.Frame:
+        """Start a turn: forget the previous turn's steps and send the prompt (text, or
+        checked parts: see media.py).
 
         With `streaming=False` no `Chunk` effects are built (nobody reads them).
         """
@@ -334,7 +338,12 @@ class SessionCore:
         self._turn_usage_start = self.usage
         self._turn_usage_by_trajectory = dict(self.usage_by_trajectory)
         self.stop_reason = None
-        return {"userInput": {"parts": [{"text": text}]}}
+        if isinstance(prompt, str):
+            return {"userInput": {"parts": [{"text": prompt}]}}
+        frame = {"userInput": {"parts": [_input_part(part) for part in prompt]}}
+        if all(isinstance(part, str) for part in prompt):
+            return frame
+        return wire.StreamedFrame(frame)  # media bytes are encoded while being sent
 
     # -- incoming ---------------------------------------------------------------------
 
@@ -680,6 +689,16 @@ def _error_chunk(step: _StepState) -> StreamChunk:
         step_index=step.step_index,
         trajectory_id=step.trajectory_id,
     )
+
+
+def _input_part(part: PromptPart) -> dict[str, Any]:
+    """One `UserInput.Part`: text, or media whose bytes stay bytes until sent."""
+    if isinstance(part, str):
+        return {"text": part}
+    media: dict[str, Any] = {"mimeType": part.mime_type, "data": wire.Base64(part.data)}
+    if part.description:
+        media["description"] = part.description
+    return {"media": media}
 
 
 def _chunk(kind: Literal["text", "thought"], delta: str, step: _StepState) -> StreamChunk:

@@ -28,6 +28,7 @@ import struct
 import sys
 import threading
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -38,8 +39,11 @@ from ._proto.antigravity import localharness as pb
 
 __all__ = [
     "MAX_HANDSHAKE_FRAME",
+    "Base64",
+    "StreamedFrame",
     "decode_frame",
     "decode_length_prefixed",
+    "encode_fragments",
     "encode_frame",
     "message_to_dict",
     "pb",
@@ -243,6 +247,62 @@ def _encode_message(msg: betterproto2.Message) -> dict[str, Any]:
 def message_to_dict(msg: betterproto2.Message) -> dict[str, Any]:
     """The canonical protobuf-JSON object of `msg` (default values omitted)."""
     return _encode_message(msg)
+
+
+# --------------------------------------------------------------------------------------
+# Frames with large bytes (prompt media), encoded piece by piece while they are sent
+
+
+@dataclass(frozen=True, slots=True)
+class Base64:
+    """Bytes that go on the wire as a base64 JSON string, encoded while being sent."""
+
+    data: bytes
+
+
+class StreamedFrame(dict[str, Any]):
+    """A frame holding `Base64` values: sent as a fragmented WebSocket message from
+    `encode_fragments`, so the whole base64 text (4/3 of the bytes) never exists."""
+
+
+# A multiple of 3, so the base64 of consecutive chunks concatenates with no padding: each
+# becomes a 1 MiB fragment (about what the WebSocket layer masks and buffers at a time).
+_RAW_CHUNK = 3 << 18
+
+
+def encode_fragments(frame: dict[str, Any]) -> Iterator[bytes]:
+    """`frame` as compact JSON (like `json.dumps(frame, separators=(",", ":"))`, with
+    each `Base64` as its base64 string), in pieces of at most about 1 MiB."""
+    pending: list[str] = []
+    yield from _fragments(frame, pending)
+    yield "".join(pending).encode()
+
+
+def _fragments(value: Any, pending: list[str]) -> Iterator[bytes]:
+    """Yield bytes only around `Base64` values; other JSON gathers in `pending`."""
+    if isinstance(value, Base64):
+        pending.append('"')
+        yield "".join(pending).encode()
+        pending.clear()
+        view = memoryview(value.data)
+        for start in range(0, len(view), _RAW_CHUNK):
+            yield base64.b64encode(view[start : start + _RAW_CHUNK])
+        pending.append('"')
+    elif isinstance(value, dict):
+        pending.append("{")
+        for n, (key, item) in enumerate(value.items()):
+            pending.append(f"{',' if n else ''}{json.dumps(key)}:")
+            yield from _fragments(item, pending)
+        pending.append("}")
+    elif isinstance(value, list | tuple):
+        pending.append("[")
+        for n, item in enumerate(value):
+            if n:
+                pending.append(",")
+            yield from _fragments(item, pending)
+        pending.append("]")
+    else:
+        pending.append(json.dumps(value, separators=(",", ":")))
 
 
 # --------------------------------------------------------------------------------------

@@ -114,14 +114,16 @@ async def test_a_trigger_keeps_running_after_a_denied_turn(
     assert any("turn was denied: rate limited" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("prompt", [12345, ["a", "b"], None, b"bytes"])
+@pytest.mark.parametrize("prompt", [12345, {"a": "b"}, None, b"bytes"])
 async def test_a_prompt_that_is_not_a_string_is_refused_before_it_is_sent(
     make_agent: AgentFactory, prompt: Any
 ) -> None:
     agent, model = make_agent(["first", "second"], turn_timeout=5.0)
     async with agent:
         start = time.monotonic()
-        with pytest.raises(TypeError, match=f"prompt must be a str, got {type(prompt).__name__}"):
+        with pytest.raises(
+            TypeError, match=rf"prompt must be a str, .* got {type(prompt).__name__}"
+        ):
             await agent.chat(prompt)
         with pytest.raises(TypeError, match="prompt must be a str"):
             async for _ in agent.stream(prompt):
