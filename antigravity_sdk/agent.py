@@ -446,16 +446,18 @@ class Agent:
             root = _default_root()
             save_dir = (settings.save_dir or root / "conversations").resolve()
             app_data = (settings.app_data_dir or root / "app-data").resolve()
-            self.hook_runner = HookRunner(
-                [*self._hooks, self.policy_enforcer], timeout=settings.hook_timeout
-            )
             host_tools = frozenset(self._tools.tools)
             guard = ToolGuard(
                 enabled=tools_enabled_by(settings.capabilities.enabled_tools) | host_tools,
                 mcp_servers=frozenset(server.name for server in settings.mcp_servers),
                 any_subagent="subagents" in settings.ungoverned,
             )
-            self._core = SessionCore(host_tools, guard)
+            self._core = SessionCore(host_tools, guard, host_args=_host_args(self._tools))
+            self.hook_runner = HookRunner(
+                [*self._hooks, self.policy_enforcer],
+                timeout=settings.hook_timeout,
+                check_rewrite=self._core.check_rewrite,
+            )
             self._conn = settings.connection or LocalConnection(
                 settings.harness_path, startup_timeout=settings.startup_timeout
             )
@@ -788,6 +790,19 @@ def _check_prompt(prompt: object) -> None:
             raise ValueError(
                 f"the prompt is not valid Unicode ({exc.reason} at index {exc.start})"
             ) from None
+
+
+def _host_args(tools: ToolRunner) -> dict[str, frozenset[str]]:
+    """Each host-side tool -> the arguments its schema names (what a rewrite may set); a
+    schema without a `properties` object, or one that admits others
+    (`additionalProperties` other than false), is left out: its arguments are open."""
+    known: dict[str, frozenset[str]] = {}
+    for name, t in tools.tools.items():
+        schema = t.parameters_json_schema
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and schema.get("additionalProperties", False) is False:
+            known[name] = frozenset(properties)
+    return known
 
 
 def _failure_reason(exc: BaseException) -> str:

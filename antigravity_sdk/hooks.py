@@ -5,7 +5,9 @@ Categories decide what a failure means:
 * Inspect (session start/end, post_turn, post_tool_call, on_compaction): every hook runs;
   a failure is logged on `antigravity_sdk.hooks` and contained.
 * Decide (pre_turn, pre_tool_call): the first deny wins; a failure, a timeout or a
-  return value that is not a `HookResult` denies (fail-closed).
+  return value that is not a `HookResult` denies (fail-closed). A pre_tool_call hook may
+  allow with rewritten arguments (`HookResult.rewrite`): they are checked (`RewriteCheck`)
+  and later hooks see the rewritten call; a rewrite that fails the check denies.
 * Transform (on_tool_error, on_interaction): the first answer wins; a failure gives the
   most conservative answer (no recovery, cancelled questions).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .context import HookContext, _current
 from .errors import ConfigurationError, ToolExecutionError
+from .harness.rewrite import json_args
 from .types import (
     AskQuestionEntry,
     ChatResponse,
@@ -35,7 +39,7 @@ from .types import (
     ToolResult,
 )
 
-__all__ = ["EVENTS", "Hook", "HookRunner"]
+__all__ = ["EVENTS", "Hook", "HookRunner", "RewriteCheck"]
 
 logger = logging.getLogger("antigravity_sdk.hooks")
 
@@ -85,6 +89,16 @@ EVENTS: Final = tuple(
     name for name, member in vars(Hook).items() if inspect.iscoroutinefunction(member)
 )
 """The nine lifecycle events: `Hook`'s methods, in the order of its definition."""
+
+RewriteCheck = Callable[[ToolCall, dict[str, Any]], ToolCall]
+"""Turns a hook's rewritten arguments into the call later hooks see, or raises TypeError or
+ValueError to refuse them. The harness's check canonicalises them as it does the model's."""
+
+
+def plain_rewrite(call: ToolCall, args: dict[str, Any]) -> ToolCall:
+    """The check without a harness: plain JSON, no keys equal under case-folding."""
+    return call.model_copy(update={"args": json_args(args)})
+
 
 Method = Callable[..., Awaitable[Any]]
 Entry = tuple[str, Method]  # (hook class name, bound method)
@@ -162,10 +176,17 @@ class HookRunner:
     `timeout` (seconds) bounds each hook call; exceeding it counts as the hook raising.
     """
 
-    def __init__(self, hooks: Iterable[Hook] = (), *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        hooks: Iterable[Hook] = (),
+        *,
+        timeout: float | None = None,
+        check_rewrite: RewriteCheck = plain_rewrite,
+    ) -> None:
         if timeout is not None and timeout <= 0:
             raise ConfigurationError("timeout must be positive")
         self._timeout = timeout
+        self.check_rewrite = check_rewrite
         self._lock = threading.Lock()
         self._events: dict[int, frozenset[str]] = {}
         self._snapshot = _Snapshot((), {})
@@ -292,13 +313,19 @@ class HookRunner:
 
     @_dispatches(Hook.pre_tool_call)
     async def dispatch_pre_tool_call(self, tool_call: ToolCall) -> HookResult:
-        """Decide: the first deny is returned as is; a failing hook denies (fail-closed)."""
+        """Decide: the first deny is returned as is; a failing hook denies (fail-closed).
+
+        A rewrite (an allow with `args`) passes `check_rewrite`, and later hooks see the
+        checked call; if any hook rewrote, the answer is an allow whose `args` are exactly
+        the arguments the last rewrite checked.
+        """
         entries = self._snapshot.pre_tool_call
         if not entries:
             return _ALLOWED
         # The operation context is built only if a hook asks for it (see context.py).
         token = _current.set([self._make_operation, tool_call.id, self._turn or self.session, None])
         timeout = self._timeout
+        checked: dict[str, Any] | None = None  # the last rewrite, as checked
         try:
             for name, method in entries:
                 try:
@@ -321,8 +348,17 @@ class HookRunner:
                     break
                 if not result.allow:
                     break
+                if result.args is not None:
+                    try:
+                        tool_call = self.check_rewrite(tool_call, result.args)
+                    except (TypeError, ValueError) as exc:
+                        result = _rewrite_refused(name, exc)
+                        break
+                    checked = json_args(tool_call.args)  # kept apart from what hooks hold
             else:
-                return _ALLOWED
+                if checked is None:
+                    return _ALLOWED
+                return _rewritten(tool_call, checked)
         finally:
             _current.reset(token)
         if self._operations:  # denied: there will be no post_tool_call
@@ -373,6 +409,8 @@ class HookRunner:
                     result, value = answer
                     if not isinstance(result, HookResult):
                         raise TypeError(f"returned {type(result).__name__}, not a HookResult")
+                    if result.args is not None:
+                        raise TypeError("returned rewritten args (only pre_tool_call rewrites)")
                 except (Exception, asyncio.CancelledError) as exc:
                     if not isinstance(exc, Exception) and _cancelling():
                         raise
@@ -466,6 +504,8 @@ class HookRunner:
                     return _decide_wrong_type(name, event, result)
                 if not result.allow:
                     return result
+                if result.args is not None:
+                    return _rewrite_refused(name, ValueError(f"{event} has no arguments"))
             return _ALLOWED
         finally:
             _current.reset(token)
@@ -515,6 +555,35 @@ def _decide_wrong_type(name: str, event: str, result: object) -> HookResult:
     kind = type(result).__name__
     logger.error("hook %s.%s returned %s, not a HookResult (denying)", name, event, kind)
     return HookResult(allow=False, message=f"hook {name}.{event} returned {kind}, not a HookResult")
+
+
+def _rewrite_refused(name: str, exc: Exception) -> HookResult:
+    logger.error("hook %s.pre_tool_call rewrote the call unusably (denying): %s", name, exc)
+    return HookResult(
+        allow=False, message=f"refused: hook {name} rewrote the call's arguments unusably: {exc}"
+    )
+
+
+def _rewritten(tool_call: ToolCall, checked: dict[str, Any]) -> HookResult:
+    """The allow that carries a rewrite; denies if a hook changed the checked arguments
+    in place (what later hooks saw would not be what runs)."""
+    try:
+        same = _dumps(json_args(tool_call.args)) == _dumps(checked)
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        message = (
+            "refused: a hook changed the tool call's arguments in place after a rewrite "
+            "(rewrite with HookResult.rewrite instead)"
+        )
+        logger.error("%s", message)
+        return HookResult(allow=False, message=message)
+    return HookResult(allow=True, args=checked)
+
+
+def _dumps(value: Any) -> str:
+    # Tells True from 1 and 1 from 1.0, which == does not.
+    return json.dumps(value, sort_keys=True)
 
 
 def _inspect_failed(name: str, event: str, exc: BaseException) -> None:
