@@ -39,7 +39,7 @@ from .types import (
     ToolResult,
 )
 
-__all__ = ["EVENTS", "Hook", "HookRunner", "RewriteCheck"]
+__all__ = ["EVENTS", "Hook", "HookRunner", "RewriteCheck", "plain_rewrite"]
 
 logger = logging.getLogger("antigravity_sdk.hooks")
 
