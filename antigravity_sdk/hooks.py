@@ -25,7 +25,7 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 from .context import HookContext, _current
 from .errors import ConfigurationError, ToolExecutionError
@@ -50,6 +50,10 @@ class Hook:
     Every method is `async` and a no-op by default; a method that is not overridden is
     never called, so it costs nothing.
     """
+
+    reviews_rewrites: ClassVar[bool] = False
+    """Whether this hook's pre_tool_call is the check a rewrite must pass (the
+    `PolicyEnforcer`): with one registered, a hook after the last of them may not rewrite."""
 
     async def on_session_start(self) -> None:
         """Inspect: the session is up."""
@@ -128,9 +132,12 @@ class _Snapshot:
     One slot per event (not a dict) so a dispatch reads its entries in one step.
     """
 
-    __slots__ = ("hooks", *EVENTS)
+    __slots__ = ("hooks", "last_reviewer", *EVENTS)
 
     hooks: tuple[Hook, ...]
+    last_reviewer: int
+    """The position among the pre_tool_call entries of the last hook that reviews
+    rewrites, or -1."""
 
     if TYPE_CHECKING:  # the event slots, typed without spelling the events out again
 
@@ -143,6 +150,8 @@ class _Snapshot:
                 (type(h).__name__, getattr(h, event)) for h in hooks if event in events[id(h)]
             )
             setattr(self, event, entries)
+        reviewers = [h.reviews_rewrites for h in hooks if "pre_tool_call" in events[id(h)]]
+        self.last_reviewer = max((i for i, r in enumerate(reviewers) if r), default=-1)
 
     def entries(self, event: str) -> tuple[Entry, ...]:
         entries: tuple[Entry, ...] = getattr(self, event)
@@ -319,7 +328,8 @@ class HookRunner:
         checked call; if any hook rewrote, the answer is an allow whose `args` are exactly
         the arguments the last rewrite checked.
         """
-        entries = self._snapshot.pre_tool_call
+        snapshot = self._snapshot
+        entries = snapshot.pre_tool_call
         if not entries:
             return _ALLOWED
         # The operation context is built only if a hook asks for it (see context.py).
@@ -350,6 +360,8 @@ class HookRunner:
                     break
                 if result.args is not None:
                     try:
+                        if _position(entries, method) > snapshot.last_reviewer >= 0:
+                            raise ValueError(_AFTER_REVIEW)
                         tool_call = self.check_rewrite(tool_call, result.args)
                     except (TypeError, ValueError) as exc:
                         result = _rewrite_refused(name, exc)
@@ -555,6 +567,17 @@ def _decide_wrong_type(name: str, event: str, result: object) -> HookResult:
     kind = type(result).__name__
     logger.error("hook %s.%s returned %s, not a HookResult (denying)", name, event, kind)
     return HookResult(allow=False, message=f"hook {name}.{event} returned {kind}, not a HookResult")
+
+
+_AFTER_REVIEW: Final = (
+    "it runs after the policies, which would not see it (register it before them)"
+)
+
+
+def _position(entries: tuple[Entry, ...], method: Method) -> int:
+    # By identity: each registration has its own bound method, so a hook registered twice
+    # is found where this one ran.
+    return next(i for i, (_, m) in enumerate(entries) if m is method)
 
 
 def _rewrite_refused(name: str, exc: Exception) -> HookResult:

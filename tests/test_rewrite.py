@@ -117,6 +117,22 @@ def test_a_rewrite_the_check_refuses_denies_and_no_later_hook_runs() -> None:
     assert later.seen == []
 
 
+class Reviewer(Sees):
+    reviews_rewrites = True
+
+
+def test_a_rewrite_after_the_last_reviewer_is_refused() -> None:
+    reviewer = Reviewer()
+    assert not decide(HookRunner([reviewer, Rewrites(CommandLine="echo")])).allow
+    assert "runs after the policies" in decide(HookRunner([reviewer, Rewrites(A=1)])).message
+    before = decide(HookRunner([Rewrites(CommandLine="echo"), reviewer]))
+    assert before.allow and before.args is not None
+    # The position counts per registration: the same hook before and after the reviewer.
+    twice = Rewrites(CommandLine="echo")
+    assert not decide(HookRunner([twice, reviewer, twice])).allow
+    assert decide(HookRunner([Rewrites(CommandLine="echo")])).allow  # no reviewer, no rule
+
+
 class MutatesRewrite(Hook):
     async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
         tool_call.args["CommandLine"] = "rm -rf /"

@@ -106,14 +106,31 @@ async def test_a_lowercase_rewrite_is_checked_under_the_canonical_name(
         [tool_call("run_command", **_run("echo harmless", env.ws)), "done"],
         hooks=[Rewrite({"commandline": f"touch {marker}", "cwd": str(env.ws)})],
         policies=[
-            policy.deny("run_command", when=lambda a: "touch" in a.get("CommandLine", "")),
+            policy.deny(
+                "run_command", when=lambda a: "touch" in a.get("CommandLine", ""), name="no-touch"
+            ),
             policy.allow_all(),
         ],
     )
     async with agent:
         await agent.chat("go")
     assert not marker.exists()
-    assert "denied" in tool_messages(model, 1)[0]
+    assert "no-touch" in tool_messages(model, 1)[0]
+
+
+async def test_a_lowercase_rewrite_runs_under_the_canonical_name(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    record = Record()
+    agent, model = make_agent(
+        [tool_call("run_command", **_run("echo harmless", env.ws)), "done"],
+        hooks=[Rewrite({"commandline": "echo lower-ok", "cwd": str(env.ws)}), record],
+        policies=[policy.allow_all()],
+    )
+    async with agent:
+        await agent.chat("go")
+    assert record.pre[0].args == _run("echo lower-ok", env.ws)
+    assert "lower-ok" in tool_messages(model, 1)[0]
 
 
 @pytest.mark.parametrize(
@@ -218,6 +235,22 @@ async def test_a_rewrite_followed_by_a_raise_fails_closed(
         await agent.chat("go")
     assert not marker.exists()
     assert "failed" in tool_messages(model, 1)[0]
+
+
+async def test_a_hook_registered_after_the_policies_cannot_rewrite(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    marker = env.ws / "marker"
+    agent, model = make_agent(
+        [tool_call("run_command", **_run("echo harmless", env.ws)), "done"],
+        policies=[policy.deny("run_command", when=lambda a: "touch" in a["CommandLine"])],
+    )
+    async with agent:
+        assert agent.hook_runner is not None
+        agent.hook_runner.register(Rewrite(_run(f"touch {marker}", env.ws)))
+        await agent.chat("go")
+    assert not marker.exists()
+    assert "runs after the policies" in tool_messages(model, 1)[0]
 
 
 class MutateInPlace(Hook):
