@@ -363,7 +363,7 @@ class HookRunner:
                         if _position(entries, method) > snapshot.last_reviewer >= 0:
                             raise ValueError(_AFTER_REVIEW)
                         tool_call = self.check_rewrite(tool_call, result.args)
-                    except (TypeError, ValueError) as exc:
+                    except Exception as exc:  # any failure of the check refuses the rewrite
                         result = _rewrite_refused(name, exc)
                         break
                     checked = json_args(tool_call.args)  # kept apart from what hooks hold
@@ -592,7 +592,7 @@ def _rewritten(tool_call: ToolCall, checked: dict[str, Any]) -> HookResult:
     in place (what later hooks saw would not be what runs)."""
     try:
         same = _dumps(json_args(tool_call.args)) == _dumps(checked)
-    except (TypeError, ValueError):
+    except Exception:  # not JSON any more (or nested too deep to tell): changed
         same = False
     if not same:
         message = (

@@ -149,6 +149,15 @@ def test_the_default_check_refuses_what_is_not_plain_json() -> None:
     assert not result.allow and "set is not a JSON value" in result.message
 
 
+def test_a_rewrite_too_deep_to_check_is_refused() -> None:
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    result = decide(HookRunner([Rewrites(CommandLine=deep)]))
+    assert not result.allow and "RecursionError" not in result.message
+    assert "rewrote the call's arguments unusably" in result.message
+
+
 class TurnRewrite(Hook):
     async def pre_turn(self) -> HookResult:
         return HookResult.rewrite({"prompt": "x"})

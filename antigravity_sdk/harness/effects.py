@@ -170,7 +170,7 @@ async def _decide_call(hooks: HookDispatch, call: ToolCall, *, rewrites: bool) -
         return HookResult(allow=False, message=_NO_REWRITE)
     try:
         unchanged = json.dumps(call.args, sort_keys=True) == before
-    except (TypeError, ValueError):
+    except Exception:  # not JSON any more (or nested too deep to tell): changed
         unchanged = False
     if unchanged:
         return decision
