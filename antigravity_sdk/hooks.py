@@ -335,7 +335,7 @@ class HookRunner:
         # The operation context is built only if a hook asks for it (see context.py).
         token = _current.set([self._make_operation, tool_call.id, self._turn or self.session, None])
         timeout = self._timeout
-        checked: dict[str, Any] | None = None  # the last rewrite, as checked
+        checked = ""  # the last rewrite as checked, in JSON (apart from what hooks hold)
         try:
             for name, method in entries:
                 try:
@@ -366,9 +366,9 @@ class HookRunner:
                     except Exception as exc:  # any failure of the check refuses the rewrite
                         result = _rewrite_refused(name, exc)
                         break
-                    checked = json_args(tool_call.args)  # kept apart from what hooks hold
+                    checked = _dumps(tool_call.args)
             else:
-                if checked is None:
+                if not checked:
                     return _ALLOWED
                 return _rewritten(tool_call, checked)
         finally:
@@ -587,11 +587,11 @@ def _rewrite_refused(name: str, exc: Exception) -> HookResult:
     )
 
 
-def _rewritten(tool_call: ToolCall, checked: dict[str, Any]) -> HookResult:
-    """The allow that carries a rewrite; denies if a hook changed the checked arguments
-    in place (what later hooks saw would not be what runs)."""
+def _rewritten(tool_call: ToolCall, checked: str) -> HookResult:
+    """The allow that carries the rewrite `checked` (JSON); denies if a hook changed the
+    arguments in place after the check (what later hooks saw would not be what runs)."""
     try:
-        same = _dumps(json_args(tool_call.args)) == _dumps(checked)
+        same = _dumps(tool_call.args) == checked
     except Exception:  # not JSON any more (or nested too deep to tell): changed
         same = False
     if not same:
@@ -601,12 +601,13 @@ def _rewritten(tool_call: ToolCall, checked: dict[str, Any]) -> HookResult:
         )
         logger.error("%s", message)
         return HookResult(allow=False, message=message)
-    return HookResult(allow=True, args=checked)
+    return HookResult(allow=True, args=json.loads(checked))
 
 
 def _dumps(value: Any) -> str:
-    # Tells True from 1 and 1 from 1.0, which == does not.
-    return json.dumps(value, sort_keys=True)
+    # Exact for plain JSON (floats by repr; NaN refused), and tells True from 1 and 1 from
+    # 1.0, which == does not.
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 def _inspect_failed(name: str, event: str, exc: BaseException) -> None:
