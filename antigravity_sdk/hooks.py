@@ -132,12 +132,9 @@ class _Snapshot:
     One slot per event (not a dict) so a dispatch reads its entries in one step.
     """
 
-    __slots__ = ("hooks", "last_reviewer", *EVENTS)
+    __slots__ = ("hooks", *EVENTS)
 
     hooks: tuple[Hook, ...]
-    last_reviewer: int
-    """The position among the pre_tool_call entries of the last hook that reviews
-    rewrites, or -1."""
 
     if TYPE_CHECKING:  # the event slots, typed without spelling the events out again
 
@@ -150,8 +147,6 @@ class _Snapshot:
                 (type(h).__name__, getattr(h, event)) for h in hooks if event in events[id(h)]
             )
             setattr(self, event, entries)
-        reviewers = [h.reviews_rewrites for h in hooks if "pre_tool_call" in events[id(h)]]
-        self.last_reviewer = max((i for i, r in enumerate(reviewers) if r), default=-1)
 
     def entries(self, event: str) -> tuple[Entry, ...]:
         entries: tuple[Entry, ...] = getattr(self, event)
@@ -328,8 +323,7 @@ class HookRunner:
         checked call; if any hook rewrote, the answer is an allow whose `args` are exactly
         the arguments the last rewrite checked.
         """
-        snapshot = self._snapshot
-        entries = snapshot.pre_tool_call
+        entries = self._snapshot.pre_tool_call
         if not entries:
             return _ALLOWED
         # The operation context is built only if a hook asks for it (see context.py).
@@ -360,7 +354,7 @@ class HookRunner:
                     break
                 if result.args is not None:
                     try:
-                        if _position(entries, method) > snapshot.last_reviewer >= 0:
+                        if _after_review(entries, method):
                             raise ValueError(_AFTER_REVIEW)
                         tool_call = self.check_rewrite(tool_call, result.args)
                     except Exception as exc:  # any failure of the check refuses the rewrite
@@ -574,10 +568,18 @@ _AFTER_REVIEW: Final = (
 )
 
 
-def _position(entries: tuple[Entry, ...], method: Method) -> int:
-    # By identity: each registration has its own bound method, so a hook registered twice
-    # is found where this one ran.
-    return next(i for i, (_, m) in enumerate(entries) if m is method)
+def _after_review(entries: tuple[Entry, ...], method: Method) -> bool:
+    """Whether the hook of `method` comes after the last hook that reviews rewrites.
+
+    By identity: each registration has its own bound method, so a hook registered twice
+    is found where this one ran."""
+    position = last_review = -1
+    for i, (_, other) in enumerate(entries):
+        if other is method:
+            position = i
+        elif getattr(getattr(other, "__self__", None), "reviews_rewrites", False):
+            last_review = i
+    return position > last_review >= 0
 
 
 def _rewrite_refused(name: str, exc: Exception) -> HookResult:
