@@ -329,7 +329,6 @@ class HookRunner:
         # The operation context is built only if a hook asks for it (see context.py).
         token = _current.set([self._make_operation, tool_call.id, self._turn or self.session, None])
         timeout = self._timeout
-        checked = ""  # the last rewrite as checked, in JSON (apart from what hooks hold)
         try:
             for name, method in entries:
                 try:
@@ -352,24 +351,54 @@ class HookRunner:
                     break
                 if not result.allow:
                     break
-                if result.args is not None:
-                    try:
-                        if _after_review(entries, method):
-                            raise ValueError(_AFTER_REVIEW)
-                        tool_call = self.check_rewrite(tool_call, result.args)
-                    except Exception as exc:  # any failure of the check refuses the rewrite
-                        result = _rewrite_refused(name, exc)
-                        break
-                    checked = _dumps(tool_call.args)
+                if result.args is not None:  # off the fast path: the rest runs rewritten
+                    # (a helper: a closure over `method` here would cost every dispatch a cell)
+                    index = _index(entries, method)
+                    result = await self._rewritten(entries, index, tool_call, result.args)
+                    if result.allow:
+                        return result
+                    break
             else:
-                if not checked:
-                    return _ALLOWED
-                return _rewritten(tool_call, checked)
+                return _ALLOWED
         finally:
             _current.reset(token)
         if self._operations:  # denied: there will be no post_tool_call
             self._operations.pop(tool_call.id, None)
         return result
+
+    async def _rewritten(
+        self, entries: tuple[Entry, ...], index: int, tool_call: ToolCall, args: dict[str, Any]
+    ) -> HookResult:
+        """pre_tool_call from the hook at `index`, which rewrote `tool_call` to `args`: the
+        check, then the later hooks on the checked call (a further rewrite recurses); an
+        allow carries the arguments as checked."""
+        name = entries[index][0]
+        try:
+            if _after_review(entries, index):
+                raise ValueError(_AFTER_REVIEW)
+            tool_call = self.check_rewrite(tool_call, args)
+            checked = _dumps(tool_call.args)  # apart from what the hooks hold
+        except Exception as exc:  # any failure of the check refuses the rewrite
+            return _rewrite_refused(name, exc)
+        for later in range(index + 1, len(entries)):
+            name, method = entries[later]
+            try:
+                result = await self._call(method, (tool_call,))
+            except Exception as exc:
+                return _decide_failed(name, "pre_tool_call", exc)
+            except asyncio.CancelledError as exc:
+                if _cancelling():
+                    raise
+                return _decide_failed(name, "pre_tool_call", exc)
+            if result is _ALLOWED:
+                continue
+            if not isinstance(result, HookResult):
+                return _decide_wrong_type(name, "pre_tool_call", result)
+            if not result.allow:
+                return result
+            if result.args is not None:
+                return await self._rewritten(entries, later, tool_call, result.args)
+        return _unchanged(tool_call, checked)
 
     @_dispatches(Hook.post_tool_call)
     async def dispatch_post_tool_call(self, result: ToolResult) -> None:
@@ -568,18 +597,20 @@ _AFTER_REVIEW: Final = (
 )
 
 
-def _after_review(entries: tuple[Entry, ...], method: Method) -> bool:
-    """Whether the hook of `method` comes after the last hook that reviews rewrites.
+def _index(entries: tuple[Entry, ...], method: Method) -> int:
+    # By identity: each registration has its own bound method, so a hook registered twice
+    # is found where it ran.
+    return next(i for i, (_, m) in enumerate(entries) if m is method)
 
-    By identity: each registration has its own bound method, so a hook registered twice
-    is found where this one ran."""
-    position = last_review = -1
-    for i, (_, other) in enumerate(entries):
-        if other is method:
-            position = i
-        elif getattr(getattr(other, "__self__", None), "reviews_rewrites", False):
-            last_review = i
-    return position > last_review >= 0
+
+def _after_review(entries: tuple[Entry, ...], index: int) -> bool:
+    """Whether the hook at `index` comes after the last hook that reviews rewrites."""
+    reviews = [
+        i
+        for i, (_, method) in enumerate(entries)
+        if getattr(getattr(method, "__self__", None), "reviews_rewrites", False)
+    ]
+    return bool(reviews) and index > reviews[-1]
 
 
 def _rewrite_refused(name: str, exc: Exception) -> HookResult:
@@ -589,7 +620,7 @@ def _rewrite_refused(name: str, exc: Exception) -> HookResult:
     )
 
 
-def _rewritten(tool_call: ToolCall, checked: str) -> HookResult:
+def _unchanged(tool_call: ToolCall, checked: str) -> HookResult:
     """The allow that carries the rewrite `checked` (JSON); denies if a hook changed the
     arguments in place after the check (what later hooks saw would not be what runs)."""
     try:
