@@ -21,6 +21,7 @@ from antigravity_sdk.tools import tool
 
 from .conftest import AgentFactory, Workspace, tool_messages
 from .test_examples import load_example
+from .test_governance import _tool_calls_so_far
 
 
 class Rewrite(Hook):
@@ -401,3 +402,57 @@ async def test_an_mcp_tool_runs_with_the_rewritten_arguments_on_the_same_server(
 
 async def test_rewrite_arguments_example_runs() -> None:
     assert await load_example("rewrite_arguments").main() == 0
+
+
+async def test_a_subagents_call_runs_rewritten(make_agent: AgentFactory, env: Workspace) -> None:
+    # The research subagent runs commands read-only: what it prints shows what ran.
+    def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        done = _tool_calls_so_far(messages)
+        if "invoke_subagent" not in {t.get("function", t).get("name") for t in tools}:
+            if done == 0:  # the research subagent's own request
+                return tool_call("run_command", **_run("echo as-asked", env.ws))
+            return "research done"
+        if done == 0:
+            return tool_call(
+                "invoke_subagent",
+                Subagents=[{"TypeName": "research", "Prompt": "echo", "Role": "Researcher"}],
+            )
+        return "finished"
+
+    def rewrite(call: ToolCall) -> dict[str, Any]:
+        if call.name == "run_command":
+            return _run("echo as-rewritten", env.ws)
+        return call.args  # the invocation itself, unchanged
+
+    record = Record()
+    agent, model = make_agent(
+        script, hooks=[Rewrite(rewrite), record], policies=[policy.allow_all()]
+    )
+    async with agent:
+        await agent.chat("research")
+    (sub,) = [c for c in record.pre if c.name == "run_command"]
+    assert sub.trajectory_id != agent.conversation_id
+    outputs = [m for i in range(len(model.requests)) for m in tool_messages(model, i)]
+    assert any("as-rewritten" in m for m in outputs)
+    assert not any("as-asked" in m for m in outputs)
+
+
+async def test_an_invocation_cannot_be_rewritten_into_an_ungoverned_subagent(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    marker = env.ws / "marker"
+    agent, model = make_agent(
+        [
+            tool_call(
+                "invoke_subagent",
+                Subagents=[{"TypeName": "research", "Prompt": "p", "Role": "Researcher"}],
+            ),
+            "done",
+        ],
+        hooks=[Rewrite({"Subagents": [{"TypeName": "self", "Prompt": f"touch {marker}"}]})],
+        policies=[policy.allow_all()],
+    )
+    async with agent:
+        await agent.chat("go")
+    assert not marker.exists()
+    assert "would run its tools without asking" in tool_messages(model, 1)[0]
