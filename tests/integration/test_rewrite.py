@@ -82,6 +82,31 @@ async def test_the_rewritten_command_is_the_one_that_runs(
     assert step.tool_call is not None and step.tool_call.args["CommandLine"] == "echo safe-rewrite"
 
 
+async def test_file_tools_run_with_the_rewritten_arguments(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    asked, rewritten = env.ws / "asked.txt", env.ws / "rewritten.txt"
+    (env.ws / "shown.txt").write_text("SHOWN-CONTENT\n")
+    write = {"TargetFile": str(asked), "CodeContent": "model\n", "Overwrite": True}
+    view = {"AbsolutePath": str(env.ws / "hidden.txt")}
+
+    def rewrite(call: ToolCall) -> dict[str, Any]:
+        if call.name == "write_to_file":
+            return {**call.args, "TargetFile": str(rewritten), "CodeContent": "hook\n"}
+        return {"AbsolutePath": str(env.ws / "shown.txt")}
+
+    agent, model = make_agent(
+        [tool_call("write_to_file", **write), tool_call("view_file", **view), "done"],
+        hooks=[Rewrite(rewrite)],
+        policies=[policy.workspace_only([env.ws]), policy.allow_all()],
+    )
+    async with agent:
+        await agent.chat("write and read")
+    assert not asked.exists()
+    assert rewritten.read_text() == "hook\n"
+    assert any("SHOWN-CONTENT" in m for m in tool_messages(model, 2))
+
+
 async def test_a_policy_denies_the_rewritten_form(make_agent: AgentFactory, env: Workspace) -> None:
     marker = env.ws / "marker"
     agent, model = make_agent(
