@@ -666,9 +666,6 @@ class Agent:
             # The output guard first: a finish call that does not validate is refused
             # before any hook or policy is asked (like the SDK's other refusals).
             output = [self._output_guard] if self._output_guard is not None else []
-            self.hook_runner = HookRunner(
-                [*output, *self._hooks, self.policy_enforcer], timeout=settings.hook_timeout
-            )
             host_tools = frozenset(self._tools.tools)
             finish = frozenset({"finish"}) if output else frozenset()
             guard = ToolGuard(
@@ -676,7 +673,12 @@ class Agent:
                 mcp_servers=frozenset(server.name for server in settings.mcp_servers),
                 any_subagent="subagents" in settings.ungoverned,
             )
-            self._core = SessionCore(host_tools, guard)
+            self._core = SessionCore(host_tools, guard, host_args=_host_args(self._tools))
+            self.hook_runner = HookRunner(
+                [*output, *self._hooks, self.policy_enforcer],
+                timeout=settings.hook_timeout,
+                check_rewrite=self._core.check_rewrite,
+            )
             self._conn = settings.connection or LocalConnection(
                 settings.harness_path, startup_timeout=settings.startup_timeout
             )
@@ -1105,6 +1107,19 @@ def _not_found(conversation_id: str, save_dir: Path) -> ConversationNotFoundErro
         "list_conversations(save_dir) lists the saved ones, and resume(id, create=True) "
         "starts a new conversation under an id that is not saved"
     )
+
+
+def _host_args(tools: ToolRunner) -> dict[str, frozenset[str]]:
+    """Each host-side tool -> the arguments its schema names (what a rewrite may set); a
+    schema without a `properties` object, or one that admits others
+    (`additionalProperties` other than false), is left out: its arguments are open."""
+    known: dict[str, frozenset[str]] = {}
+    for name, t in tools.tools.items():
+        schema = t.parameters_json_schema
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and schema.get("additionalProperties", False) is False:
+            known[name] = frozenset(properties)
+    return known
 
 
 def _failure_reason(exc: BaseException) -> str:

@@ -5,7 +5,9 @@ Categories decide what a failure means:
 * Inspect (session start/end, post_turn, post_tool_call, on_compaction): every hook runs;
   a failure is logged on `antigravity_sdk.hooks` and contained.
 * Decide (pre_turn, pre_tool_call): the first deny wins; a failure, a timeout or a
-  return value that is not a `HookResult` denies (fail-closed).
+  return value that is not a `HookResult` denies (fail-closed). A pre_tool_call hook may
+  allow with rewritten arguments (`HookResult.rewrite`): they are checked (`RewriteCheck`)
+  and later hooks see the rewritten call; a rewrite that fails the check denies.
 * Transform (on_tool_error, on_interaction): the first answer wins; a failure gives the
   most conservative answer (no recovery, cancelled questions).
 
@@ -19,13 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 from .context import HookContext, _current
 from .errors import ConfigurationError, ToolExecutionError
+from .harness.rewrite import json_args
 from .types import (
     AskQuestionEntry,
     ChatResponse,
@@ -35,7 +39,7 @@ from .types import (
     ToolResult,
 )
 
-__all__ = ["EVENTS", "Hook", "HookRunner"]
+__all__ = ["EVENTS", "Hook", "HookRunner", "RewriteCheck", "plain_rewrite"]
 
 logger = logging.getLogger("antigravity_sdk.hooks")
 
@@ -46,6 +50,10 @@ class Hook:
     Every method is `async` and a no-op by default; a method that is not overridden is
     never called, so it costs nothing.
     """
+
+    reviews_rewrites: ClassVar[bool] = False
+    """Whether this hook's pre_tool_call is the check a rewrite must pass (the
+    `PolicyEnforcer`): with one registered, a hook after the last of them may not rewrite."""
 
     async def on_session_start(self) -> None:
         """Inspect: the session is up."""
@@ -85,6 +93,16 @@ EVENTS: Final = tuple(
     name for name, member in vars(Hook).items() if inspect.iscoroutinefunction(member)
 )
 """The nine lifecycle events: `Hook`'s methods, in the order of its definition."""
+
+RewriteCheck = Callable[[ToolCall, dict[str, Any]], ToolCall]
+"""Turns a hook's rewritten arguments into the call later hooks see, or raises TypeError or
+ValueError to refuse them. The harness's check canonicalises them as it does the model's."""
+
+
+def plain_rewrite(call: ToolCall, args: dict[str, Any]) -> ToolCall:
+    """The check without a harness: plain JSON, no keys equal under case-folding."""
+    return call.model_copy(update={"args": json_args(args)})
+
 
 Method = Callable[..., Awaitable[Any]]
 Entry = tuple[str, Method]  # (hook class name, bound method)
@@ -162,10 +180,17 @@ class HookRunner:
     `timeout` (seconds) bounds each hook call; exceeding it counts as the hook raising.
     """
 
-    def __init__(self, hooks: Iterable[Hook] = (), *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        hooks: Iterable[Hook] = (),
+        *,
+        timeout: float | None = None,
+        check_rewrite: RewriteCheck = plain_rewrite,
+    ) -> None:
         if timeout is not None and timeout <= 0:
             raise ConfigurationError("timeout must be positive")
         self._timeout = timeout
+        self.check_rewrite = check_rewrite
         self._lock = threading.Lock()
         self._events: dict[int, frozenset[str]] = {}
         self._snapshot = _Snapshot((), {})
@@ -292,7 +317,12 @@ class HookRunner:
 
     @_dispatches(Hook.pre_tool_call)
     async def dispatch_pre_tool_call(self, tool_call: ToolCall) -> HookResult:
-        """Decide: the first deny is returned as is; a failing hook denies (fail-closed)."""
+        """Decide: the first deny is returned as is; a failing hook denies (fail-closed).
+
+        A rewrite (an allow with `args`) passes `check_rewrite`, and later hooks see the
+        checked call; if any hook rewrote, the answer is an allow whose `args` are exactly
+        the arguments the last rewrite checked.
+        """
         entries = self._snapshot.pre_tool_call
         if not entries:
             return _ALLOWED
@@ -321,6 +351,13 @@ class HookRunner:
                     break
                 if not result.allow:
                     break
+                if result.args is not None:  # off the fast path: the rest runs rewritten
+                    # (a helper: a closure over `method` here would cost every dispatch a cell)
+                    index = _index(entries, method)
+                    result = await self._rewritten(entries, index, tool_call, result.args)
+                    if result.allow:
+                        return result
+                    break
             else:
                 return _ALLOWED
         finally:
@@ -328,6 +365,40 @@ class HookRunner:
         if self._operations:  # denied: there will be no post_tool_call
             self._operations.pop(tool_call.id, None)
         return result
+
+    async def _rewritten(
+        self, entries: tuple[Entry, ...], index: int, tool_call: ToolCall, args: dict[str, Any]
+    ) -> HookResult:
+        """pre_tool_call from the hook at `index`, which rewrote `tool_call` to `args`: the
+        check, then the later hooks on the checked call (a further rewrite recurses); an
+        allow carries the arguments as checked."""
+        name = entries[index][0]
+        try:
+            if _after_review(entries, index):
+                raise ValueError(_AFTER_REVIEW)
+            tool_call = self.check_rewrite(tool_call, args)
+            checked = _dumps(tool_call.args)  # apart from what the hooks hold
+        except Exception as exc:  # any failure of the check refuses the rewrite
+            return _rewrite_refused(name, exc)
+        for later in range(index + 1, len(entries)):
+            name, method = entries[later]
+            try:
+                result = await self._call(method, (tool_call,))
+            except Exception as exc:
+                return _decide_failed(name, "pre_tool_call", exc)
+            except asyncio.CancelledError as exc:
+                if _cancelling():
+                    raise
+                return _decide_failed(name, "pre_tool_call", exc)
+            if result is _ALLOWED:
+                continue
+            if not isinstance(result, HookResult):
+                return _decide_wrong_type(name, "pre_tool_call", result)
+            if not result.allow:
+                return result
+            if result.args is not None:
+                return await self._rewritten(entries, later, tool_call, result.args)
+        return _unchanged(tool_call, checked)
 
     @_dispatches(Hook.post_tool_call)
     async def dispatch_post_tool_call(self, result: ToolResult) -> None:
@@ -373,6 +444,8 @@ class HookRunner:
                     result, value = answer
                     if not isinstance(result, HookResult):
                         raise TypeError(f"returned {type(result).__name__}, not a HookResult")
+                    if result.args is not None:
+                        raise TypeError("returned rewritten args (only pre_tool_call rewrites)")
                 except (Exception, asyncio.CancelledError) as exc:
                     if not isinstance(exc, Exception) and _cancelling():
                         raise
@@ -466,6 +539,8 @@ class HookRunner:
                     return _decide_wrong_type(name, event, result)
                 if not result.allow:
                     return result
+                if result.args is not None:
+                    return _rewrite_refused(name, ValueError(f"{event} has no arguments"))
             return _ALLOWED
         finally:
             _current.reset(token)
@@ -515,6 +590,57 @@ def _decide_wrong_type(name: str, event: str, result: object) -> HookResult:
     kind = type(result).__name__
     logger.error("hook %s.%s returned %s, not a HookResult (denying)", name, event, kind)
     return HookResult(allow=False, message=f"hook {name}.{event} returned {kind}, not a HookResult")
+
+
+_AFTER_REVIEW: Final = (
+    "it runs after the policies, which would not see it (register it before them)"
+)
+
+
+def _index(entries: tuple[Entry, ...], method: Method) -> int:
+    # By identity: each registration has its own bound method, so a hook registered twice
+    # is found where it ran.
+    return next(i for i, (_, m) in enumerate(entries) if m is method)
+
+
+def _after_review(entries: tuple[Entry, ...], index: int) -> bool:
+    """Whether the hook at `index` comes after the last hook that reviews rewrites."""
+    reviews = [
+        i
+        for i, (_, method) in enumerate(entries)
+        if getattr(getattr(method, "__self__", None), "reviews_rewrites", False)
+    ]
+    return bool(reviews) and index > reviews[-1]
+
+
+def _rewrite_refused(name: str, exc: Exception) -> HookResult:
+    logger.error("hook %s.pre_tool_call rewrote the call unusably (denying): %s", name, exc)
+    return HookResult(
+        allow=False, message=f"refused: hook {name} rewrote the call's arguments unusably: {exc}"
+    )
+
+
+def _unchanged(tool_call: ToolCall, checked: str) -> HookResult:
+    """The allow that carries the rewrite `checked` (JSON); denies if a hook changed the
+    arguments in place after the check (what later hooks saw would not be what runs)."""
+    try:
+        same = _dumps(tool_call.args) == checked
+    except Exception:  # not JSON any more (or nested too deep to tell): changed
+        same = False
+    if not same:
+        message = (
+            "refused: a hook changed the tool call's arguments in place after a rewrite "
+            "(rewrite with HookResult.rewrite instead)"
+        )
+        logger.error("%s", message)
+        return HookResult(allow=False, message=message)
+    return HookResult(allow=True, args=json.loads(checked))
+
+
+def _dumps(value: Any) -> str:
+    # Exact for plain JSON (floats by repr; NaN refused), and tells True from 1 and 1 from
+    # 1.0, which == does not.
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 def _inspect_failed(name: str, event: str, exc: BaseException) -> None:

@@ -7,6 +7,7 @@ building a model per tool call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
@@ -72,17 +73,32 @@ class ToolResult(_Model):
     result: Any = None
     error: str | None = None
     server_name: str | None = None
+    tool_call: ToolCall | None = None
+    """The call as it ran (after any rewrite by a pre_tool_call hook), when the SDK saw it."""
 
 
 class HookResult(_Model):
-    """A Decide hook's verdict: allow or deny, with a message the model reads on deny."""
+    """A Decide hook's verdict: allow or deny, with a message the model reads on deny.
+
+    A pre_tool_call hook may allow with `args`: the complete arguments the tool runs with
+    instead of the model's (`HookResult.rewrite`). Later hooks and the policies see the
+    rewritten call, and the harness runs exactly that.
+    """
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
     allow: bool = True
     message: str = ""
+    args: dict[str, Any] | None = None
 
     ALLOWED: ClassVar[HookResult]
+
+    @model_validator(mode="after")
+    def _rewrite_allows(self) -> HookResult:
+        # A deny that also rewrites is a contradiction: refuse it rather than guess.
+        if self.args is not None and not self.allow:
+            raise ValueError("a denying HookResult cannot carry rewritten args")
+        return self
 
     @classmethod
     def allowed(cls, msg: str = "") -> HookResult:
@@ -95,6 +111,14 @@ class HookResult(_Model):
     def denied(cls, msg: str) -> HookResult:
         """A denying result; `msg` tells the model why."""
         return cls(allow=False, message=msg)
+
+    @classmethod
+    def rewrite(cls, args: Mapping[str, Any], msg: str = "") -> HookResult:
+        """Allow the tool call with `args` as its complete arguments (not merged with the
+        model's: a key left out is dropped)."""
+        if not isinstance(args, Mapping):
+            raise TypeError(f"rewritten args must be a mapping, got {type(args).__name__}")
+        return cls(allow=True, message=msg, args=dict(args))
 
 
 _ALLOWED = HookResult.ALLOWED = HookResult()

@@ -209,6 +209,13 @@ def test_post_tool_parses_json_results_and_keeps_plain_text() -> None:
             name="run_command",
             id="call_2",
             result={"command_line": "echo hi", "exit_code": 0, "combined_output": "hi\r\n"},
+            tool_call=ToolCall(
+                name="run_command",
+                args={"CommandLine": "echo hi"},
+                id="call_2",
+                trajectory_id=MAIN,
+                step_index=2,
+            ),
         ),
     )
     (effect,) = c.receive(

@@ -30,6 +30,7 @@ from ..types import (
     ToolCall,
     ToolResult,
 )
+from .rewrite import json_args, to_struct
 
 __all__ = [
     "HALT",
@@ -110,6 +111,8 @@ class HookCall:
             return HookResult(allow=False, message=self.refusal)
         if not self.event:
             return None  # a hook type this SDK does not know: answered empty
+        if self.event == "pre_tool_call":
+            return await _decide_call(hooks, self.arg, rewrites=True)
         return await hooks.dispatch(self.event, self.arg)
 
     def reply(self, outcome: Any) -> Frame:
@@ -119,7 +122,10 @@ class HookCall:
         if decision_field is not None:
             result: HookResult = outcome
             if result.allow:
-                return _hook_response(self.request_id, {decision_field: {"decision": "ALLOW"}})
+                allow: dict[str, Any] = {"decision": "ALLOW"}
+                if result.args is not None:  # only pre_tool_call's dispatch lets one through
+                    allow["modifiedArgs"] = _modified_args(self.arg, result.args)
+                return _hook_response(self.request_id, {decision_field: allow})
             reason = result.message or "denied by a hook"
             decision = {"decision": "DENY", "reason": reason}
             return _hook_response(self.request_id, {decision_field: decision})
@@ -137,6 +143,48 @@ class HookCall:
         if self.event in _DECISION_FIELDS:
             return self.reply(HookResult(allow=False, message=reason))
         return _hook_response(self.request_id, _EMPTY)
+
+
+_NO_REWRITE: Final = (
+    "refused: a hook rewrote the call's arguments, and the harness cannot apply a rewrite "
+    "on this route (it would run the call as the model made it)"
+)
+_MUTATED: Final = (
+    "refused: a hook changed the tool call's arguments in place (the harness would run "
+    "them unchanged); rewrite with HookResult.rewrite instead"
+)
+
+
+async def _decide_call(hooks: HookDispatch, call: ToolCall, *, rewrites: bool) -> HookResult:
+    """The pre_tool_call hooks' decision on `call`, fail-closed on what the harness would
+    not do: a rewrite on a route that cannot carry one (`rewrites` False), or arguments
+    changed in place, which the hooks and policies saw but the harness never would."""
+    before = json.dumps(call.args, sort_keys=True)
+    decision: HookResult = await hooks.dispatch("pre_tool_call", call)
+    if not decision.allow:
+        return decision
+    if decision.args is not None:
+        if rewrites:
+            return decision
+        logger.warning("%s", _NO_REWRITE)
+        return HookResult(allow=False, message=_NO_REWRITE)
+    try:
+        unchanged = json.dumps(call.args, sort_keys=True) == before
+    except Exception:  # not JSON any more (or nested too deep to tell): changed
+        unchanged = False
+    if unchanged:
+        return decision
+    logger.warning("%s", _MUTATED)
+    return HookResult(allow=False, message=_MUTATED)
+
+
+def _modified_args(call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
+    """`PreToolResult.modified_args` for `call` rewritten to `args`: the harness replaces
+    all the model's arguments with it, so an MCP call keeps its server and tool (hooks
+    rewrite only the tool's own arguments, inside the `call_mcp_tool` wrapper)."""
+    if call.server_name is not None:
+        args = {"ServerName": call.server_name, "ToolName": call.name, "Arguments": args}
+    return to_struct(json_args(args))
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,8 +273,7 @@ class ConfirmTool:
     async def decide(self, hooks: HookDispatch, tools: ToolRun) -> HookResult:
         if self.call is None:
             return _UNDESCRIBED
-        decision: HookResult = await hooks.dispatch("pre_tool_call", self.call)
-        return decision
+        return await _decide_call(hooks, self.call, rewrites=False)
 
     def reply(self, decision: HookResult) -> Frame:
         return {
@@ -254,8 +301,7 @@ class PolicyRequest:
     async def decide(self, hooks: HookDispatch, tools: ToolRun) -> HookResult:
         if self.refusal:
             return HookResult(allow=False, message=self.refusal)
-        decision: HookResult = await hooks.dispatch("pre_tool_call", self.call)
-        return decision
+        return await _decide_call(hooks, self.call, rewrites=False)
 
     def reply(self, decision: HookResult) -> Frame:
         outcome: Literal["POLICY_EVALUATION_OUTCOME_ALLOW", "POLICY_EVALUATION_OUTCOME_DENY"] = (

@@ -38,6 +38,7 @@ from ..types import (
 from . import effects, wire
 from .catalog import INTERNAL_NAMES, TOOLS, ToolGuard
 from .fields import int_field, list_field, obj_field, parse_args, str_field, wire_path
+from .rewrite import json_args
 
 __all__ = ["HOOK_EVENTS", "SessionCore"]
 
@@ -279,6 +280,16 @@ def _case_collision(value: Any) -> str:
     return ""
 
 
+def _known_args(name: str, args: Mapping[str, Any], known: frozenset[str] | None) -> None:
+    """Refuse a rewritten argument the tool does not take (`known` None: not known)."""
+    if known is None:
+        return
+    unknown = sorted(key for key in args if key not in known)
+    if unknown:
+        takes = ", ".join(sorted(known)) or "none"
+        raise ValueError(f"{name} takes no argument {unknown[0]!r} (it takes: {takes})")
+
+
 def _governed_args(name: str, server: str | None, args: dict[str, Any]) -> dict[str, Any]:
     """The arguments as the harness will act on them: canonical key spelling for built-in
     tools, and an MCP tool's own arguments rather than the `call_mcp_tool` wrapper."""
@@ -304,11 +315,16 @@ class SessionCore:
     """The protocol state of one conversation, independent of how frames travel."""
 
     def __init__(
-        self, host_tools: frozenset[str] = frozenset(), guard: ToolGuard | None = None
+        self,
+        host_tools: frozenset[str] = frozenset(),
+        guard: ToolGuard | None = None,
+        *,
+        host_args: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         # Host-side tools keep their own names: only built-in tools are reported to hooks
         # under internal names that need translating.
         self._host_tools = host_tools
+        self._host_args = host_args or {}  # host tool -> the arguments its schema names
         self._guard = guard  # None: no tool is refused for what it is (unit tests)
         self.conversation_id = ""
         self.streaming = False  # until a turn starts: before that nobody reads chunks
@@ -453,6 +469,35 @@ class SessionCore:
         )
         return call, refusal
 
+    def check_rewrite(self, call: ToolCall, args: dict[str, Any]) -> ToolCall:
+        """The call with a hook's rewritten `args`, canonicalised as the model's arguments
+        are (a `RewriteCheck`); raises ValueError or TypeError to refuse them.
+
+        Beyond the model's path, a rewrite may not name an argument the tool does not take
+        (the harness would reject or ignore it, and no policy was written for it), and it
+        passes the SDK's own guard again. The SDK remembers the rewritten call as the one
+        the harness runs.
+        """
+        plain = json_args(args)  # no two keys equal under case-folding, at any depth
+        if call.server_name is None:
+            if call.name in self._host_tools:
+                _known_args(call.name, plain, self._host_args.get(call.name))
+            elif call.name in _BUILTIN_ARGS:
+                plain = _governed_args(call.name, None, plain)
+                _known_args(call.name, plain, frozenset(_BUILTIN_ARGS[call.name].values()))
+        if self._guard is not None:
+            refusal = self._guard.refusal(call.name, call.server_name, plain)
+            if refusal:
+                raise ValueError(refusal)
+        rewritten = call.model_copy(update={"args": plain})
+        if call.id and self._calls.get(call.id) is call:
+            self._calls[call.id] = rewritten
+        for n in range(len(self._turn_calls) - 1, -1, -1):
+            if self._turn_calls[n] is call:
+                self._turn_calls[n] = rewritten
+                break
+        return rewritten
+
     def _hook_call(self, request: dict[str, Any]) -> effects.HookCall:
         request_id = str_field(request, "requestId")
         event = _EVENT_OF_TYPE.get(str_field(request, "type"), "")
@@ -467,7 +512,7 @@ class SessionCore:
             args = obj_field(request, "postToolArgs")
             name = str_field(args, "toolName")
             call_id = str_field(args, "callId")
-            self._calls.pop(call_id, None)
+            ran = self._calls.pop(call_id, None)
             raw = str_field(args, "result")
             result: Any = raw
             if raw[:1] in ("{", "["):
@@ -482,6 +527,7 @@ class SessionCore:
                     result=result,
                     error=str_field(args, "error") or None,
                     server_name=str_field(args, "serverName") or None,
+                    tool_call=ran,
                 ),
             )
         if event == "on_tool_error":

@@ -502,6 +502,8 @@ class PolicyEnforcer(Hook):
     run inline, the fast path. An `Agent` passes its `hook_timeout` here.
     """
 
+    reviews_rewrites = True  # a rewrite by a hook after this one would go unchecked
+
     def __init__(
         self,
         policies: PolicyLike,
