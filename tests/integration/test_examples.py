@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from antigravity_sdk import policy
 from antigravity_sdk.testing import tool_call
 
@@ -49,3 +51,20 @@ async def test_quickstart_hook_stops_rm_rf_on_the_harness(
 
 async def test_quickstart_example_runs() -> None:
     assert await load_example("quickstart").main() == 0
+
+
+async def test_policies_example_decides_each_call_as_documented(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await load_example("policies").main()
+    out = capsys.readouterr().out.splitlines()
+    verdicts = [line.split(" (")[0] for line in out if not line.startswith(" ") and line]
+    assert verdicts == [
+        "run_command: ALLOWED by policy 'tests-only'",
+        "run_command: DENIED by policy 'no-rm-rf'",
+        "run_command: DENIED by policy 'no-other-commands'",
+        "view_file: DENIED by policy 'workspace'",
+        "db/drop_table: DENIED by policy 'no-destructive-sql'",
+        "db/execute: ALLOWED by policy 'db'",
+        "search_web: ALLOWED by policy 'allow_all'",
+    ]
