@@ -949,7 +949,11 @@ class Agent:
         finished = False
         deadline = asyncio.get_running_loop().time() + self._settings.turn_timeout
         try:
-            await self._conn.send(self._core.user_input(parts, streaming=streaming))
+            try:
+                await self._conn.send(self._core.user_input(parts, streaming=streaming))
+            except HarnessConnectionError as exc:
+                self._fail(exc)  # the session is over: every later call says so too
+                raise
             while True:
                 try:
                     async with asyncio.timeout_at(deadline):
@@ -1034,6 +1038,17 @@ class Agent:
     # -- the reader and what it starts --------------------------------------------------
 
     def _fail(self, exc: BaseException) -> None:
+        if (
+            isinstance(exc, HarnessConnectionError)
+            and self.conversation_id
+            and self._settings.connection is None
+        ):
+            # The harness ends its session after a failed turn (a model error, say); the
+            # conversation is saved, so say how to go on.
+            exc.add_note(
+                f"the conversation is saved: an agent built with "
+                f".resume({self.conversation_id!r}) over the same save_dir continues it"
+            )
         self._failure = exc
         if self._queue is not None:
             self._queue.put_nowait(exc)

@@ -98,8 +98,10 @@ class HarnessConnectionError(HarnessError):
 
 
 class TurnError(AntigravityError):
-    """A turn did not complete; the session stays usable. `stop_reason` says how it
-    ended (also `Agent.last_stop_reason`)."""
+    """A turn did not complete. `stop_reason` says how it ended (also
+    `Agent.last_stop_reason`). The session stays usable, except that the harness ends it
+    after some `TurnFailedError`s (a model error): the next call then raises
+    `HarnessConnectionError`, and `resume()` continues the saved conversation."""
 
     stop_reason: StopReason = StopReason.ERROR
 

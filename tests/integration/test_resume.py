@@ -193,3 +193,31 @@ async def test_saved_conversations_are_listed(make_agent: AgentFactory, env: Wor
 
 async def test_resume_example_runs() -> None:
     assert await load_example("resume_conversation").main() == 0
+
+
+async def test_after_a_model_error_ends_the_session_resume_continues(
+    make_agent: AgentFactory,
+) -> None:
+    from antigravity_sdk import HarnessConnectionError, TurnFailedError
+    from antigravity_sdk.testing import http_error
+
+    first, _ = make_agent([http_error(500)], policies=[policy.allow_all()])
+    async with first:
+        with pytest.raises(TurnFailedError, match="status 500"):
+            await first.chat("one")
+        # The harness ends its session after a model error; the error says how to go on.
+        with pytest.raises(HarnessConnectionError) as ended:
+            for _ in range(50):  # the close may trail the failed turn by a moment
+                await first.chat("two")
+        notes = "\n".join(getattr(ended.value, "__notes__", []))
+        assert f".resume({first.conversation_id!r})" in notes
+    second, model = make_agent(
+        ["back again"],
+        policies=[policy.allow_all()],
+        configure=lambda b: b.resume(first.conversation_id),
+    )
+    async with second:
+        response = await second.chat("three")
+    assert response.text == "back again"
+    users = [text for role, text in _texts(model, 0) if role == "user"]
+    assert "one" in users[0] and "three" in users[-1]
