@@ -63,7 +63,7 @@ from .harness.effects import (
     TurnEnded,
 )
 from .harness.protocol import SessionCore
-from .hooks import Hook, HookRunner
+from .hooks import Hook, HookRunner, overridden_events
 from .instructions import BuiltinSection
 from .media import Document, Prompt, PromptPart, prompt_parts, prompt_text
 from .models import GeminiOptions, ServiceTier, ThinkingLevel, VertexAI
@@ -88,7 +88,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from .harness.connection import Connection
-    from .policy import Policy, PolicyEnforcer
+    from .policy import PolicyEnforcer
+    from .policy._engine import PolicyLike
     from .structured import OutputGuard
     from .tools import ToolRunner
     from .triggers import Trigger, TriggerRunner
@@ -191,19 +192,30 @@ class AgentBuilder:
         self._settings = _Settings()
 
     def hook(self, hook: Hook) -> AgentBuilder:
+        """Add a `Hook`; hooks run in the order added, all before the policies. Raises
+        TypeError here, not at start, for a non-Hook or a lifecycle method written
+        without `async def`."""
         return self.hooks([hook])
 
     def hooks(self, hooks: Iterable[Hook]) -> AgentBuilder:
-        self._settings.hooks.extend(hooks)
+        """Add several hooks, checked as `hook()` checks one."""
+        added = list(hooks)
+        for hook in added:
+            overridden_events(hook)
+        self._settings.hooks.extend(added)
         return self
 
-    def policy(self, policy: Policy | Sequence[Any]) -> AgentBuilder:
+    def policy(self, policy: PolicyLike) -> AgentBuilder:
+        """Add one policy (or a list of them, as the `policy` builders return)."""
         return self.policies([policy])
 
-    def policies(self, policies: Iterable[Any]) -> AgentBuilder:
-        """Add policies. A `PolicyFile` (`policy.load`) also brings the MCP servers it
-        declares: without `.mcp_server(...)`s its `server/tool` rules are checked against
-        those names (with them, against the configured servers)."""
+    def policies(self, policies: Iterable[PolicyLike]) -> AgentBuilder:
+        """Add policies (nested lists are flattened); `build()` validates them, naming a
+        bad one by its position from 1 or, for a file's, by the file's rule number.
+        Without any, the agent uses `default_policies`. A `PolicyFile` (`policy.load`)
+        also brings the MCP servers it declares: without `.mcp_server(...)`s its
+        `server/tool` rules are checked against those names (with them, against the
+        configured servers)."""
         items = list(policies)
         for source in (policies, *items):
             if isinstance(source, policy.PolicyFile):
@@ -232,6 +244,8 @@ class AgentBuilder:
         return self
 
     def workspaces(self, paths: Iterable[str | os.PathLike[str]]) -> AgentBuilder:
+        """The directories the agent works in (resolved now; `~` expanded): the harness's
+        workspaces, and where the default policies confine file access."""
         self._settings.workspaces.extend(Path(path).expanduser().resolve() for path in paths)
         return self
 

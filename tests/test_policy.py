@@ -112,14 +112,15 @@ def test_builder_misuse_raises_policy_error(build: Any) -> None:
 
 @pytest.mark.parametrize("pattern", ["", "run_*", "*/x", "a/b/c", "/x", "db/", " x", "a b/*"])
 def test_malformed_patterns_are_rejected(pattern: str) -> None:
-    with pytest.raises(PolicyError, match="policy #1"):
+    with pytest.raises(PolicyError, match=r"policy #2 \('bad'\)"):
         enforce([policy.allow("ok"), policy.deny(pattern, name="bad")], mcp_servers=["db"])
 
 
 def test_validation_names_the_policy() -> None:
-    with pytest.raises(PolicyError, match=r"policy #0 \('asker'\).*handler"):
+    """Policies count from 1, in Python as in a policy file."""
+    with pytest.raises(PolicyError, match=r"policy #1 \('asker'\).*handler"):
         enforce([policy.ask_user("x", name="asker")])
-    with pytest.raises(PolicyError, match="not a Policy"):
+    with pytest.raises(PolicyError, match=r"policy #2 is a str .*not a Policy"):
         enforce([policy.allow("x"), "deny run_command"])  # type: ignore[list-item]
     with pytest.raises(PolicyError, match="mcp_servers"):
         enforce(policy.deny_mcp("db"))

@@ -336,9 +336,19 @@ def test_workspaces_resolved_once_at_construction(tmp_path: Path) -> None:
     assert {g.tool for g in guards} == set(_PATH_ARGUMENTS)
     assert all(g.name == "workspace_only" for g in guards)
     with pytest.raises(PolicyError):
-        policy.workspace_only(str(ws))
-    with pytest.raises(PolicyError):
         policy.workspace_only([])
+    with pytest.raises(PolicyError, match="bytes"):
+        policy.workspace_only(os.fsencode(ws))  # type: ignore[arg-type]
+
+
+def test_one_workspace_path_is_accepted_like_in_a_policy_file(tmp_path: Path) -> None:
+    """`workspace_only("/tmp")` is `workspace_only(["/tmp"])`, as `workspace_only = "."`
+    is `workspace_only = ["."]` in a policy file."""
+    ws = make_tree(tmp_path)
+    for one in (str(ws), ws):
+        guards = policy.workspace_only(one)
+        assert guards == policy.workspace_only([ws])
+        assert repr(guards[0].predicate).endswith(os.path.realpath(ws))
 
 
 async def test_other_tools_and_mcp_calls_are_not_checked(tmp_path: Path) -> None:

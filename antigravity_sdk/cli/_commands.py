@@ -48,6 +48,9 @@ def _policy_check(args: argparse.Namespace) -> int:
     if enforcer is None:
         return 1
     count = len(enforcer.policies)
+    if count == 0:
+        print(f"{args.file}: OK, but it has no rules: on its own it allows every tool call")
+        return 0
     print(f"{args.file}: OK, {count} {'policy' if count == 1 else 'policies'}")
     print("Evaluation order (bucket, then file order):")
     ranked = sorted(enumerate(enforcer.policies), key=lambda item: (item[1].bucket, item[0]))
@@ -103,15 +106,25 @@ def add_policy(subparsers: Subparsers) -> None:
 
 
 def _harness_install(args: argparse.Namespace) -> int:
-    from ..errors import HarnessNotFoundError
-    from ..harness.install import HARNESS_VERSION, install_harness
+    from ..errors import ConfigurationError, HarnessNotFoundError
+    from ..harness.install import ENV_HARNESS_PATH, HARNESS_VERSION, install_harness, wheel_version
 
+    version = args.version or (args.wheel and wheel_version(args.wheel)) or HARNESS_VERSION
     try:
-        path = install_harness(args.version or HARNESS_VERSION, force=args.force)
+        path = install_harness(version, wheel=args.wheel, force=args.force)
+    except ConfigurationError as exc:  # a malformed --version: nothing was downloaded
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except HarnessNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(path)
+    if version != HARNESS_VERSION:
+        print(
+            f"note: the SDK is tested with harness {HARNESS_VERSION}; discovery uses that one "
+            f"first when it is installed (set {ENV_HARNESS_PATH}={path} to use this one)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -135,7 +148,15 @@ def add_harness(subparsers: Subparsers) -> None:
     install = commands.add_parser(
         "install", help="download the pinned google-antigravity wheel and keep its harness"
     )
-    install.add_argument("--version", help="a different google-antigravity version")
+    install.add_argument(
+        "--version", help="a different google-antigravity version, e.g. 0.1.21 (no 'v')"
+    )
+    install.add_argument(
+        "--wheel",
+        metavar="FILE",
+        help="a google-antigravity wheel already downloaded (no download; its RECORD "
+        "hash is checked); give --version too if it is not the pinned one",
+    )
     install.add_argument("--force", action="store_true", help="reinstall even if cached")
     install.set_defaults(run=_harness_install)
     path = commands.add_parser("path", help="print the harness that discovery finds")
@@ -284,22 +305,28 @@ def add_chat(subparsers: Subparsers) -> None:
 
 # -- registry ---------------------------------------------------------------------------------
 
+from .conversations import add_conversations  # noqa: E402 - its own module, registered here
+
 COMMANDS: list[Callable[[Subparsers], None]] = [
     add_demo,
     add_chat,
     add_policy,
     add_harness,
     add_doctor,
+    add_conversations,
 ]
 """Subcommand registrars, in help order: add one function here per subcommand."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every registered subcommand."""
+    from .. import __version__
+
     parser = argparse.ArgumentParser(
         prog="antigravity",
         description="Governed AI agents on Google's Antigravity harness.",
     )
+    parser.add_argument("--version", action="version", version=f"antigravity-sdk {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in COMMANDS:
         register(subparsers)

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from .. import policy
 from ..errors import AntigravityError
+from ._output import warnings_to
 from .report import DecisionReporter, model_label, print_error
 from .shell import no_destructive_shell
 
@@ -35,22 +36,27 @@ async def run_chat(
     base_url: str | None = None,
     model: str | None = None,
     out: TextIO = sys.stdout,
+    err: TextIO | None = None,
 ) -> int:
     """`antigravity chat PROMPT`: one turn on a real model in the current directory.
 
     Policies come from the TOML `policies_file` (`policy.load`), else the defaults:
     no destructive shell commands, `workspace_only` on the current directory, and every
     other shell command confirmed on the terminal (denied without one). Each decision
-    and the answer are printed. Exit codes: 0 answered, 1 the turn failed or was
-    denied, 2 not runnable (no model configured, bad policy file, no harness).
+    and the answer are printed to `out`; errors, and the harness's warnings as they
+    happen (a model call it retries), to `err` (default stderr). The policy file is
+    read before the model is resolved, so a bad file is reported first. Exit codes:
+    0 answered, 1 the turn failed or was denied, 2 not runnable (no model configured,
+    bad policy file, no harness).
     """
     from ..agent import Agent
     from ..harness.config import resolve_model
 
+    err = sys.stderr if err is None else err
     try:
-        settings = resolve_model(model, base_url=base_url)
         workspace = Path.cwd().resolve()
         policies = _chat_policies(policies_file, workspace)
+        settings = resolve_model(model, base_url=base_url)
         reporter = DecisionReporter(out, workspace=str(workspace))
         with tempfile.TemporaryDirectory(prefix="antigravity-chat-") as tmp:
             root = Path(tmp)
@@ -66,10 +72,12 @@ async def run_chat(
             )
             reporter.enforcer = agent.policy_enforcer
             out.write(f"model: {model_label(settings)}; workspace: {workspace}\n")
-            async with agent:
-                response = await agent.chat(prompt)
+            with warnings_to(err):
+                async with agent:
+                    response = await agent.chat(prompt)
             reporter.finish()
     except AntigravityError as exc:
-        return print_error(out, exc)
+        out.flush()
+        return print_error(err, exc)
     out.write("\n" + reporter.style.bold("answer:") + "\n" + response.text.strip() + "\n")
     return 0

@@ -373,7 +373,7 @@ def print_header(
 def print_footer(out: TextIO, s: Style, report: DemoReport) -> None:
     """The model's answer, the summary numbers and, for the scripted demo, its checks."""
     if report.error:
-        out.write(s.red(f"\nthe turn failed: {report.error}\n"))
+        out.write(s.red(f"\nerror: {report.error}\n"))  # the error says what failed
     if report.answer:
         out.write("\n" + s.bold("model's answer:") + "\n")
         for line in report.answer.strip().splitlines():

@@ -90,6 +90,12 @@ class ModelSettings:
         )
 
 
+def _is_gemini_name(model: str) -> bool:
+    """Whether `model` is named like a Gemini model (`gemini-...`, `models/gemini-...`):
+    only then is a missing API key the problem, rather than a missing endpoint."""
+    return model.lower().removeprefix("models/").startswith("gemini")
+
+
 def resolve_model(
     model: str | None,
     *,
@@ -112,10 +118,16 @@ def resolve_model(
     key = api_key or os.environ.get("GEMINI_API_KEY")
     if key:
         return ModelSettings(name=model or DEFAULT_GEMINI_MODEL, api_key=key)
-    if model:
+    if model and _is_gemini_name(model):
         raise ModelNotConfiguredError(
             f"model {model!r} is a Gemini model, which needs an API key (api_key or "
             "GEMINI_API_KEY); for an OpenAI-compatible endpoint give its base_url too"
+        )
+    if model:
+        raise ModelNotConfiguredError(
+            f"model {model!r} needs the base_url of the OpenAI-compatible endpoint that "
+            "serves it (Ollama, vLLM); a Gemini model needs an API key (api_key or "
+            "GEMINI_API_KEY)"
         )
     raise ModelNotConfiguredError(
         "no model configured: use a ScriptedModel, a model name with the base_url of an "

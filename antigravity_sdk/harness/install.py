@@ -13,10 +13,12 @@ Discovery order (`find_harness`):
    `$ANTIGRAVITY_CACHE_DIR`, else `$XDG_CACHE_HOME/antigravity-sdk`, else
    `~/.cache/antigravity-sdk`;
 4. an installed `google-antigravity` distribution (located without importing it);
-5. `localharness` on `PATH`.
+5. `localharness` on `PATH`;
+6. another version in the SDK's cache (`antigravity harness install --version X`), the
+   newest first: `doctor` warns that the SDK is tested with `HARNESS_VERSION`.
 
 An explicit path or `$ANTIGRAVITY_HARNESS_PATH` naming a missing or non-executable file
-is an error naming that path, never a fall-through to another binary. Candidates 3-5
+is an error naming that path, never a fall-through to another binary. Candidates 3-6
 are skipped when absent or not executable.
 
 The binary has no `--version` flag (0.1.22 reads its stdin for the handshake whatever
@@ -60,6 +62,7 @@ __all__ = [
     "harness_version",
     "install_harness",
     "locate_harness",
+    "wheel_version",
 ]
 
 #: The harness version this SDK speaks to and is tested with.
@@ -117,7 +120,19 @@ def _is_executable(path: Path) -> bool:
 
 def _check_version(version: str) -> None:
     if not _VERSION_RE.match(version):
-        raise ConfigurationError(f"not a version number: {version!r}")
+        hint = f" (write it without the 'v': {version[1:]})" if version[:1] in "vV" else ""
+        raise ConfigurationError(f"not a version number: {version!r}{hint}")
+
+
+def wheel_version(wheel: str | os.PathLike[str]) -> str | None:
+    """The version in a `google-antigravity` wheel's file name (`<name>-<version>-...whl`),
+    or None for a name that is not one."""
+    parts = Path(wheel).name.split("-")
+    if len(parts) < 5 or not parts[-1].endswith(".whl"):
+        return None
+    if parts[0].lower().replace("_", "-") != DISTRIBUTION:
+        return None
+    return parts[1] if _VERSION_RE.match(parts[1]) else None
 
 
 def _install_hint() -> str:
@@ -200,11 +215,32 @@ def locate_harness(explicit: str | os.PathLike[str] | None = None) -> HarnessLoc
         path = Path(on_path)
         return HarnessLocation(path, "path", harness_version(path))
 
+    others = _other_cached_versions(cached.parent.parent)
+    searched.append(f"other versions in {cached.parent.parent} ({', '.join(others) or 'none'})")
+    if others:
+        version = others[0]
+        return HarnessLocation(cached.parent.parent / version / BINARY_NAME, "cache", version)
+
     raise HarnessNotFoundError(
         f"The Antigravity harness binary ({BINARY_NAME}) was not found.\n"
         f"{_install_hint()}\n"
         f"${ENV_HARNESS_PATH} is not set. Searched:\n" + "\n".join(f"  {s}" for s in searched)
     )
+
+
+def _other_cached_versions(root: Path) -> list[str]:
+    """The versions `antigravity harness install --version` put under `root` besides the
+    pinned one, newest first: used only when nothing else is found."""
+    try:
+        names = [entry.name for entry in os.scandir(root) if entry.name != HARNESS_VERSION]
+    except OSError:
+        return []
+    found = [n for n in names if _VERSION_RE.match(n) and _is_executable(root / n / BINARY_NAME)]
+
+    def order(version: str) -> list[tuple[int, str]]:
+        return [(int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"[.+!_-]", version)]
+
+    return sorted(found, key=order, reverse=True)
 
 
 def find_harness(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -265,6 +301,13 @@ def install_harness(
     Raises `HarnessInstallError` (a `HarnessNotFoundError`) on failure.
     """
     target = cached_harness_path(version, cache_dir)
+    if wheel is not None:
+        named = wheel_version(wheel)
+        if named is not None and named != version:
+            raise HarnessInstallError(
+                f"{Path(wheel).name} is {DISTRIBUTION} {named}, not {version}: "
+                f"install it as version {named}"
+            )
     if not force and _is_executable(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -305,6 +348,13 @@ def _download_wheel(version: str, dest: Path, timeout: float) -> Path:
         ) from None
     except OSError as err:
         raise HarnessInstallError(f"Could not run pip ({sys.executable}): {err}") from None
+    if result.returncode != 0 and "No module named pip" in result.stderr:
+        raise HarnessInstallError(
+            f"pip is not installed for {sys.executable}, and the harness is downloaded "
+            "with it. Install pip (python -m ensurepip), or download the "
+            f"{DISTRIBUTION}=={version} wheel for this platform yourself and run: "
+            "antigravity harness install --wheel FILE"
+        )
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
         raise HarnessInstallError(

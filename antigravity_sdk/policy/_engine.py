@@ -123,7 +123,10 @@ def _unmatchable(tool: str, host_tools: frozenset[str]) -> str:
 
 
 def _invalid(index: int, policy: Policy, problem: str) -> PolicyError:
-    return PolicyError(f"policy #{index} ({policy.label!r}): {problem}")
+    """An error naming the policy as its author numbers it: the file's rule for a policy
+    `load()` read, else its position (from 1) in the flattened list given to `enforce`."""
+    where = policy.origin or f"policy #{index + 1} ({policy.label!r})"
+    return PolicyError(f"{where}: {problem}")
 
 
 class _Rule:
@@ -164,11 +167,17 @@ class _Rule:
                 raise _invalid(index, policy, problem)
         if server is not None:
             if mcp_servers is None:
+                fix = (
+                    "pass the file's own on: enforce(rules, rules.mcp_servers), or give the "
+                    "whole PolicyFile to AgentBuilder.policies()"
+                    if policy.origin
+                    else "pass enforce(..., mcp_servers=[...]) (an Agent passes its "
+                    ".mcp_server(...)s)"
+                )
                 raise _invalid(
                     index,
                     policy,
-                    f"MCP pattern {policy.tool!r} needs the configured servers: "
-                    "pass enforce(..., mcp_servers=[...])",
+                    f"MCP pattern {policy.tool!r} needs the configured servers: {fix}",
                 )
             if server not in mcp_servers:
                 raise _invalid(
@@ -364,7 +373,7 @@ def _flatten(policies: PolicyLike) -> list[Policy]:
                 walk(sub)
         else:
             raise PolicyError(
-                f"policy #{len(flat)} is a {type(item).__name__} ({item!r}), not a Policy"
+                f"policy #{len(flat) + 1} is a {type(item).__name__} ({item!r}), not a Policy"
             )
 
     walk(policies)

@@ -7,6 +7,7 @@ over the call's arguments) and the MCP servers its rules may name. Every error i
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import re
@@ -240,7 +241,8 @@ def _parse_rule(
         roots = _strings(table["workspace_only"], f"{where}: workspace_only")
         try:
             resolved = [os.path.join(base, os.path.expanduser(r)) for r in roots]
-            return workspace_only(resolved, name=name or "workspace_only")
+            guards = workspace_only(resolved, name=name or "workspace_only")
+            return [dataclasses.replace(p, origin=where) for p in guards]
         except (PolicyError, ValueError, OSError) as exc:  # e.g. "~\x00" in expanduser
             raise PolicyError(f"{where}: workspace_only: {exc}") from None
     unknown = sorted(set(table) - _RULE_KEYS)
@@ -296,6 +298,7 @@ def _parse_rule(
             name,
             reason,
             float(timeout) if timeout is not None else None,
+            origin=where,
         )
         for tool in tools
     ]

@@ -43,6 +43,9 @@ class Policy:
     `tool` is `"name"`, `"server/name"`, `"server/*"` or `"*"`. `handler` answers
     ASK_USER policies, within `timeout` seconds when set. `name` labels the policy in
     messages and traces; `reason` replaces the message the model reads on a deny.
+    `origin` says where a policy was written when that is not Python code, e.g.
+    `"policies.toml: rule #7 ('no-sudo')"` for a rule `load()` read: errors name the
+    policy by it, so they point to the file's own numbering.
     """
 
     tool: str
@@ -52,6 +55,7 @@ class Policy:
     name: str = ""
     reason: str = ""
     timeout: float | None = None
+    origin: str = dataclasses.field(default="", compare=False, repr=False)
 
     def when(self, predicate: Predicate) -> Policy:
         """A copy that only applies when `predicate` holds."""

@@ -198,9 +198,12 @@ def _path_guard(tool: str, key: str, roots: tuple[str, ...]) -> _OutsideWorkspac
 
 
 def workspace_only(
-    paths: Iterable[str | os.PathLike[str]], *, name: str = "workspace_only"
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    name: str = "workspace_only",
 ) -> list[Policy]:
-    """Deny path-taking tools whose target resolves outside every workspace in `paths`.
+    """Deny path-taking tools whose target resolves outside every workspace in `paths`
+    (one path, or a list of them: as a policy file's `workspace_only` key takes them).
 
     Workspaces are resolved now (relative ones against the working directory). A
     target is resolved at call time, twice: with `..` cleaned textually first (as the
@@ -210,8 +213,10 @@ def workspace_only(
     `ImagePaths` is a list: every element must be inside. It and `run_workflow`'s
     `ScriptPath` are optional in their tools' schemas, so leaving them out is allowed.
     """
-    if isinstance(paths, str | bytes | os.PathLike):
-        raise PolicyError(f"workspace_only takes a list of paths, not {paths!r}")
+    if isinstance(paths, bytes):
+        raise PolicyError(f"workspace_only takes str paths, not the bytes {paths!r}")
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
     roots: list[str] = []
     for path in paths:
         raw = os.fspath(path)
