@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import stat
 import subprocess
@@ -134,6 +135,27 @@ def test_distribution_beats_path_without_importing_it(layout: Layout) -> None:
     assert FAKE_PACKAGE not in sys.modules  # located, never imported
 
 
+def test_other_cached_versions_come_after_path_newest_first(layout: Layout) -> None:
+    """`harness install --version 0.1.21` puts a harness where only that version's
+    directory names it: discovery finds it (rather than "not found"), after every other
+    candidate, the newest such version first."""
+    for version in ("0.1.9", "0.1.21", "0.1.3"):
+        make_exe(layout.cache / "harness" / version / "localharness")
+    make_exe(layout.cache / "harness" / "0.1.30" / "localharness", mode=0o644)  # not runnable
+    found = locate_harness()
+    assert (found.source, found.version) == ("cache", "0.1.21")
+    assert found.path == layout.cache / "harness" / "0.1.21" / "localharness"
+    on_path = layout.make_on_path()
+    assert locate_harness().path == on_path
+    layout.make_cache()
+    assert locate_harness().version == HARNESS_VERSION
+
+
+def test_not_found_lists_other_versions_searched(layout: Layout) -> None:
+    with pytest.raises(HarnessNotFoundError, match=r"other versions in .* \(none\)"):
+        locate_harness()
+
+
 def test_path_is_last(layout: Layout) -> None:
     on_path = layout.make_on_path()
     found = locate_harness()
@@ -226,6 +248,8 @@ def test_bad_version_strings_rejected(tmp_path: Path) -> None:
     for bad in ("", "../etc", "0.1.22; rm -rf /", "latest"):
         with pytest.raises(ValueError):
             install_harness(bad, tmp_path)
+    with pytest.raises(ValueError, match=r"without the 'v': 0\.1\.21"):
+        install_harness("v0.1.21", tmp_path)
 
 
 # -------------------------------------------------------------------------------- install
@@ -254,7 +278,7 @@ class FakeDownload:
         self.wheel = wheel
         self.calls: list[tuple[str, Path, float]] = []
 
-    def __call__(self, version: str, dest: Path, timeout: float) -> Path:
+    def __call__(self, version: str, dest: Path, timeout: float, progress: Any) -> Path:
         self.calls.append((version, dest, timeout))
         out = dest / "google_antigravity-0.1.22-py3-none-manylinux_2_17_x86_64.whl"
         out.write_bytes(self.wheel.read_bytes())
@@ -292,6 +316,15 @@ def test_install_into_explicit_cache_dir_and_version(
     assert path == tmp_path / "other" / "harness" / "0.1.23" / "localharness"
     assert fake.calls[0][0] == "0.1.23"
     assert harness_version(path) == "0.1.23"
+
+
+def test_install_refuses_a_wheel_named_for_another_version(layout: Layout) -> None:
+    wheel = build_wheel(layout.root / "google_antigravity-0.1.21-py3-none-any.whl")
+    assert install.wheel_version(wheel) == "0.1.21"
+    with pytest.raises(HarnessInstallError, match=r"is google-antigravity 0\.1\.21, not 0\.1\.22"):
+        install_harness(wheel=wheel)
+    assert not layout.cached.exists()
+    assert install_harness("0.1.21", wheel=wheel).parent.name == "0.1.21"
 
 
 def test_install_from_local_wheel(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -343,8 +376,8 @@ def test_pip_download_command_and_failure(layout: Layout, monkeypatch: pytest.Mo
         install_harness(timeout=12.0)
     assert "No matching distribution found" in str(info.value)
     cmd = seen["cmd"]
-    assert cmd[:4] == [sys.executable, "-m", "pip", "download"]
-    assert f"google-antigravity=={HARNESS_VERSION}" in cmd
+    assert cmd[:6] == [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"]
+    assert "--report" in cmd and cmd[-1] == f"google-antigravity=={HARNESS_VERSION}"
     assert "--no-deps" in cmd and "--only-binary=:all:" in cmd
     assert seen["kwargs"]["timeout"] == 12.0
     assert not layout.cached.exists()
@@ -355,20 +388,40 @@ def test_pip_download_timeout(layout: Layout, monkeypatch: pytest.MonkeyPatch) -
         raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
 
     monkeypatch.setattr(subprocess, "run", slow_run)
-    with pytest.raises(HarnessInstallError, match="timed out"):
+    with pytest.raises(HarnessInstallError, match=r"(?s)timed out.*--wheel FILE"):
         install_harness(timeout=0.5)
 
 
-def test_pip_download_success_path(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pip_report_names_the_wheel(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip resolves (a dry run with --report); the wheel at the URL it names is used."""
     wheel = build_wheel(layout.root / "w.whl")
 
     def fake_run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        report = {"install": [{"download_info": {"url": wheel.as_uri(), "archive_info": {}}}]}
+        Path(cmd[cmd.index("--report") + 1]).write_text(json.dumps(report))
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert install_harness().read_bytes() == BINARY
+
+
+def test_old_pip_without_report_downloads_with_pip(
+    layout: Layout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = build_wheel(layout.root / "w.whl")
+    commands: list[str] = []
+
+    def fake_run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        commands.append(cmd[3])
+        if "--report" in cmd:
+            return subprocess.CompletedProcess(cmd, 2, "", "ERROR: no such option: --report")
         dest = Path(cmd[cmd.index("-d") + 1])
         (dest / wheel.name).write_bytes(wheel.read_bytes())
         return subprocess.CompletedProcess(cmd, 0, stdout="Saved", stderr="")
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     assert install_harness().read_bytes() == BINARY
+    assert commands == ["install", "download"]
 
 
 # -------------------------------------------------------------------------------- version

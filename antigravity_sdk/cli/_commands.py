@@ -110,14 +110,19 @@ def _harness_install(args: argparse.Namespace) -> int:
     from ..harness.install import ENV_HARNESS_PATH, HARNESS_VERSION, install_harness, wheel_version
 
     version = args.version or (args.wheel and wheel_version(args.wheel)) or HARNESS_VERSION
+    from .progress import install_progress
+
+    progress = install_progress(sys.stderr)
     try:
-        path = install_harness(version, wheel=args.wheel, force=args.force)
+        path = install_harness(version, wheel=args.wheel, force=args.force, progress=progress)
     except ConfigurationError as exc:  # a malformed --version: nothing was downloaded
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except HarnessNotFoundError as exc:
+        progress.close()
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    progress.close()
     print(path)
     if version != HARNESS_VERSION:
         print(

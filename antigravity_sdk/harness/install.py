@@ -35,16 +35,20 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import io
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.parse
+import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from ..errors import ConfigurationError, HarnessInstallError, HarnessNotFoundError
 
@@ -56,6 +60,7 @@ __all__ = [
     "HARNESS_VERSION",
     "HarnessInstallError",
     "HarnessLocation",
+    "InstallProgress",
     "cached_harness_path",
     "default_cache_dir",
     "find_harness",
@@ -283,6 +288,23 @@ def _record_digest(digest: bytes) -> str:
 # --------------------------------------------------------------------------- install
 
 
+class InstallProgress(Protocol):
+    """What `install_harness` reports while it works (the command line shows a bar on a
+    terminal, plain lines elsewhere): each step as it starts, and the download's bytes."""
+
+    def step(self, message: str) -> None: ...
+
+    def download(self, done: int, total: int | None) -> None: ...
+
+
+class _Silent:
+    def step(self, message: str) -> None:
+        del message
+
+    def download(self, done: int, total: int | None) -> None:
+        del done, total
+
+
 def install_harness(
     version: str = HARNESS_VERSION,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -290,14 +312,18 @@ def install_harness(
     wheel: str | os.PathLike[str] | None = None,
     force: bool = False,
     timeout: float = _PIP_TIMEOUT,
+    progress: InstallProgress | None = None,
 ) -> Path:
     """Install the harness binary into the SDK cache and return its path.
 
-    Downloads the `google-antigravity==<version>` wheel for this platform with pip
-    (`--no-deps --only-binary=:all:`, bounded by `timeout` seconds) or uses the local
-    `wheel` given, extracts only `google/antigravity/bin/localharness` (checked against
-    the wheel's RECORD hash), and moves it into place atomically with mode 0755.
-    Idempotent: an installed binary is returned at once unless `force`.
+    Asks pip which `google-antigravity==<version>` wheel fits this platform (a dry run
+    with `--no-deps --only-binary=:all:`: pip's index settings apply) and downloads that
+    URL itself, reporting the bytes to `progress` and checking the index's SHA-256; an
+    older pip without `--report` downloads the wheel itself. Or it uses the local `wheel`
+    given (whose file name must not say another version). Then it extracts only
+    `google/antigravity/bin/localharness` (checked against the wheel's RECORD hash) and
+    moves it into place atomically with mode 0755. All of it is bounded by `timeout`
+    seconds. Idempotent: an installed binary is returned at once unless `force`.
     Raises `HarnessInstallError` (a `HarnessNotFoundError`) on failure.
     """
     target = cached_harness_path(version, cache_dir)
@@ -310,35 +336,30 @@ def install_harness(
             )
     if not force and _is_executable(target):
         return target
+    shown = progress or _Silent()
     target.parent.mkdir(parents=True, exist_ok=True)
     if wheel is not None:
+        shown.step(f"extracting the harness from {Path(wheel).name}")
         _extract_binary(Path(wheel), target)
         return target
     with tempfile.TemporaryDirectory(prefix="antigravity-harness-") as tmp:
-        downloaded = _download_wheel(version, Path(tmp), timeout)
+        downloaded = _download_wheel(version, Path(tmp), timeout, shown)
+        shown.step(f"extracting the harness (about 130 MB) into {target.parent}")
         _extract_binary(downloaded, target)
     return target
 
 
-def _download_wheel(version: str, dest: Path, timeout: float) -> Path:
-    """`pip download` the wheel of `version` for this platform into `dest`."""
-    requirement = f"{DISTRIBUTION}=={version}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        requirement,
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "--no-input",
-        "-d",
-        str(dest),
-    ]
+def _pip(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter's pip, bounded; a missing pip or a timeout is a clear error
+    that offers `--wheel` (the download can then be done by hand)."""
+    requirement = args[-1]
     try:
         result = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            [sys.executable, "-m", "pip", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
         raise HarnessInstallError(
@@ -352,16 +373,113 @@ def _download_wheel(version: str, dest: Path, timeout: float) -> Path:
         raise HarnessInstallError(
             f"pip is not installed for {sys.executable}, and the harness is downloaded "
             "with it. Install pip (python -m ensurepip), or download the "
-            f"{DISTRIBUTION}=={version} wheel for this platform yourself and run: "
+            f"{requirement} wheel for this platform yourself and run: "
             "antigravity harness install --wheel FILE"
         )
+    return result
+
+
+def _pip_failed(requirement: str, result: subprocess.CompletedProcess[str]) -> HarnessInstallError:
+    tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+    return HarnessInstallError(
+        f"pip could not get {requirement} (exit {result.returncode}).\n"
+        f"The harness wheels are published for Linux x86-64.\n"
+        f"--- pip output (last lines) ---\n{tail}"
+    )
+
+
+_PIP_OPTIONS = ["--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--no-input"]
+
+
+def _download_wheel(version: str, dest: Path, timeout: float, progress: InstallProgress) -> Path:
+    """The wheel of `version` for this platform, downloaded into `dest` (see
+    `install_harness`)."""
+    requirement = f"{DISTRIBUTION}=={version}"
+    deadline = time.monotonic() + timeout
+    progress.step(f"asking pip for the {requirement} wheel for this platform")
+    report = dest / "report.json"
+    dry_run = ["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report)]
+    result = _pip([*dry_run, *_PIP_OPTIONS, requirement], timeout)
+    if result.returncode != 0 and "no such option" in result.stderr:  # pip < 22.2
+        progress.step(f"downloading {requirement} (about 44 MB) with pip")
+        return _pip_download(requirement, dest, max(deadline - time.monotonic(), 1.0))
     if result.returncode != 0:
-        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise _pip_failed(requirement, result)
+    url, sha256 = _report_url(report, requirement)
+    if url.startswith("file:"):
+        return Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+    name = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).name
+    if not name.endswith(".whl"):
+        raise HarnessInstallError(f"pip chose {url} for {requirement}, which is not a wheel")
+    progress.step(f"downloading {name}")
+    wheel = dest / name
+    _fetch(url, wheel, deadline, progress)
+    if sha256 is not None:
+        digest = hashlib.sha256()
+        with wheel.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != sha256.lower():
+            raise HarnessInstallError(
+                f"{name} does not match the SHA-256 the package index gives for it"
+            )
+    return wheel
+
+
+def _report_url(report: Path, requirement: str) -> tuple[str, str | None]:
+    """The wheel's URL and SHA-256 (if the index gave one) from pip's installation report."""
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        info = data["install"][0]["download_info"]
+        url = info["url"]
+        hashes = info.get("archive_info", {}).get("hashes", {})
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
         raise HarnessInstallError(
-            f"pip download {requirement} failed (exit {result.returncode}).\n"
-            f"The harness wheels are published for Linux x86-64.\n"
-            f"--- pip output (last lines) ---\n{tail}"
-        )
+            f"pip's report does not say where {requirement} is ({exc!r})"
+        ) from None
+    if not isinstance(url, str) or not isinstance(hashes, dict):
+        raise HarnessInstallError(f"pip's report does not say where {requirement} is")
+    sha256 = hashes.get("sha256")
+    return url, sha256 if isinstance(sha256, str) else None
+
+
+_READ_TIMEOUT = 30.0
+
+
+def _fetch(url: str, path: Path, deadline: float, progress: InstallProgress) -> None:
+    """Stream `url` into `path`, reporting the bytes; each read bounded, the whole by
+    `deadline` (a `time.monotonic()` value)."""
+    try:
+        with (
+            urllib.request.urlopen(url, timeout=_READ_TIMEOUT) as response,
+            path.open("wb") as out,
+        ):
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            done = 0
+            progress.download(done, total)
+            while chunk := response.read(1 << 16):
+                out.write(chunk)
+                done += len(chunk)
+                progress.download(done, total)
+                if time.monotonic() > deadline:
+                    raise HarnessInstallError(
+                        f"Downloading {url} did not finish in time.\n"
+                        "Retry, or download the wheel yourself and run: "
+                        "antigravity harness install --wheel FILE"
+                    )
+    except (OSError, ValueError) as err:  # URLError, HTTPError, timeouts are OSErrors
+        raise HarnessInstallError(f"Could not download {url}: {err}") from None
+    if total is not None and done != total:
+        raise HarnessInstallError(f"Downloading {url} stopped at {done} of {total} bytes")
+
+
+def _pip_download(requirement: str, dest: Path, timeout: float) -> Path:
+    """`pip download` the wheel into `dest`: for a pip too old to report what it would
+    install (no progress then)."""
+    result = _pip(["download", *_PIP_OPTIONS, "-d", str(dest), requirement], timeout)
+    if result.returncode != 0:
+        raise _pip_failed(requirement, result)
     wheels = sorted(dest.glob("*.whl"))
     if len(wheels) != 1:
         found = ", ".join(w.name for w in wheels) or "nothing"
