@@ -15,21 +15,27 @@ venv:
 
 # The harness (a 44 MB download, about 130 MB unpacked) goes to the SDK's cache, outside
 # the repo; the command is idempotent and returns at once when the pinned version is there.
+# On a terminal it shows a progress bar; in CI or a log, a few plain lines.
 harness: venv
+	@echo "==> harness: $(BIN)/antigravity harness install (first run: a 44 MB download)"
 	@$(BIN)/antigravity harness install
 
 demo: harness
-	$(BIN)/antigravity demo
+	@echo "==> demo: $(BIN)/antigravity demo"
+	@$(BIN)/antigravity demo
 
 lint: venv
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	@echo "==> lint: ruff check, ruff format --check"
+	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
 
 typecheck: venv
-	$(BIN)/mypy --strict antigravity_sdk
+	@echo "==> typecheck: mypy --strict antigravity_sdk"
+	@$(BIN)/mypy --strict antigravity_sdk
 
 unit: harness
-	$(BIN)/python -m pytest -q
+	@echo "==> unit: pytest (about 2 minutes)"
+	@$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
 

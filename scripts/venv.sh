@@ -33,6 +33,13 @@ if [ ! -x "$venv/bin/python" ]; then
     echo "==> creating $venv with $python (Python $version)"
     "$python" -m venv "$venv"
 fi
-echo "==> installing antigravity-sdk[$extras] into $venv"
-"$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q -e ".[$extras]"
+# On a terminal pip shows what it fetches, with its progress bars; in CI or a log, quiet.
+case "${CI:-}" in ""|0|false|no) ci=no ;; *) ci=yes ;; esac
+if [ -t 1 ] && [ "$ci" = no ]; then
+    pip_output=(--progress-bar on)
+else
+    pip_output=(--progress-bar off -q)
+fi
+echo "==> installing antigravity-sdk[$extras] into $venv (pip, the first time about a minute)"
+"$venv/bin/python" -m pip install --disable-pip-version-check "${pip_output[@]}" -e ".[$extras]"
 touch "$stamp"
