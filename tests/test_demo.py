@@ -160,24 +160,24 @@ async def test_run_demo_missing_harness_exits_2(offline: None, tmp_path: Path) -
 
 
 async def test_run_chat_without_model_exits_2(offline: None) -> None:
-    out = io.StringIO()
-    code = await run_chat("hello", out=out)
-    assert code == 2
-    message = out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_chat("hello", out=out, err=err)
+    assert code == 2 and out.getvalue() == ""
+    message = err.getvalue()
     assert "no model configured" in message and "GEMINI_API_KEY" in message
     assert "--base-url" in message
 
 
 async def test_run_chat_base_url_needs_model(offline: None) -> None:
-    out = io.StringIO()
-    assert await run_chat("hi", base_url="http://127.0.0.1:1/v1", out=out) == 2
-    assert "--model" in out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert await run_chat("hi", base_url="http://127.0.0.1:1/v1", out=out, err=err) == 2
+    assert "--model" in err.getvalue() and out.getvalue() == ""
 
 
 async def test_run_chat_gemini_model_needs_key(offline: None) -> None:
-    out = io.StringIO()
-    assert await run_chat("hi", model="gemini-2.5-flash", out=out) == 2
-    assert "GEMINI_API_KEY" in out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert await run_chat("hi", model="gemini-2.5-flash", out=out, err=err) == 2
+    assert "GEMINI_API_KEY" in err.getvalue() and out.getvalue() == ""
 
 
 # -- run_chat with a policy file, on the real harness ---------------------------------------------
