@@ -86,9 +86,10 @@ async def test_agent_start_raises_the_same_error(no_key: None, tmp_path: Path) -
 
 
 async def test_chat_reports_the_resolvers_words_and_the_options(no_key: None) -> None:
-    out = io.StringIO()
-    assert await run_chat("hi", model="gemini-x", out=out) == 2
-    error, hint = out.getvalue().splitlines()
+    out, err = io.StringIO(), io.StringIO()
+    assert await run_chat("hi", model="gemini-x", out=out, err=err) == 2
+    assert out.getvalue() == ""
+    error, hint = err.getvalue().splitlines()
     assert error.startswith("error: model 'gemini-x' is a Gemini model")
     assert "--base-url" in hint and "--model" in hint
 
