@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from .policy._engine import PolicyLike
     from .structured import OutputGuard
     from .tools import ToolRunner
+    from .tracing import TracedHookRunner, Tracing
     from .triggers import Trigger, TriggerRunner
 
 __all__ = ["Agent", "AgentBuilder"]
@@ -183,6 +184,7 @@ class _Settings:
     startup_timeout: float = 30.0
     output_type: Any = None  # type[BaseModel] | None
     output_schema: str = ""
+    tracing: Tracing | None = None
 
 
 class AgentBuilder:
@@ -446,6 +448,18 @@ class AgentBuilder:
         self._settings.turn_timeout = seconds
         return self
 
+    def tracing(self, tracer_provider: Any = None, *, agent_name: str = "") -> AgentBuilder:
+        """Trace with OpenTelemetry: a span per turn, tool call, hook call and policy
+        decision, from `tracer_provider` (default: the global one). Needs the `otel`
+        extra; without it this raises `ConfigurationError` with the install command.
+        `agent_name` is `gen_ai.agent.name` (and names the turn spans)."""
+        try:
+            from .tracing import Tracing
+        except ImportError as exc:
+            raise ConfigurationError(str(exc)) from exc
+        self._settings.tracing = Tracing(tracer_provider, agent_name)
+        return self
+
     def build(self) -> Agent:
         """Validate everything that can be checked without the harness: the capabilities
         (no ungoverned tool without the opt-in), the host-side tools' names and
@@ -586,6 +600,7 @@ class Agent:
         self.policy_enforcer = enforcer
         self._hooks: list[Hook] = list(settings.hooks)
         self.hook_runner: HookRunner | None = None
+        self._traced: TracedHookRunner | None = None  # the hook runner, when tracing
         self.conversation_id = ""
         self.history: list[Step] = []
         self.turn_count = 0
@@ -688,11 +703,18 @@ class Agent:
                 any_subagent="subagents" in settings.ungoverned,
             )
             self._core = SessionCore(host_tools, guard, host_args=_host_args(self._tools))
-            self.hook_runner = HookRunner(
-                [*output, *self._hooks, self.policy_enforcer],
-                timeout=settings.hook_timeout,
-                check_rewrite=self._core.check_rewrite,
-            )
+            hooks = [*output, *self._hooks, self.policy_enforcer]
+            if settings.tracing is None:
+                self.hook_runner = HookRunner(
+                    hooks, timeout=settings.hook_timeout, check_rewrite=self._core.check_rewrite
+                )
+            else:
+                self.hook_runner = self._traced = settings.tracing.hook_runner(
+                    hooks,
+                    turn_attributes=self._model_attributes(),
+                    timeout=settings.hook_timeout,
+                    check_rewrite=self._core.check_rewrite,
+                )
             self._conn = settings.connection or LocalConnection(
                 settings.harness_path, startup_timeout=settings.startup_timeout
             )
@@ -829,6 +851,19 @@ class Agent:
                 "%s hooks did not finish within %ss; going on", event, _SESSION_HOOKS_TIMEOUT
             )
 
+    def _model_attributes(self) -> dict[str, Any]:
+        """The turn span's model attributes (tracing)."""
+        from .harness.config import DEFAULT_GEMINI_MODEL
+        from .tracing import model_attributes
+
+        settings = self._settings
+        return model_attributes(
+            settings.model,
+            served=not self._documents_reach_model,
+            vertex=settings.vertex is not None,
+            default_model=DEFAULT_GEMINI_MODEL,
+        )
+
     async def _model_settings(self) -> Any:
         from .harness.config import DEFAULT_GEMINI_MODEL, ModelSettings, resolve_model
 
@@ -960,6 +995,9 @@ class Agent:
         self._idle.clear()
         scope = self.hook_runner.begin_turn(prompt_text(parts))
         scope.set("prompt_parts", parts)
+        traced = self._traced
+        if traced is not None:
+            traced.start_turn(self.conversation_id)
         finished = False
         deadline = asyncio.get_running_loop().time() + self._settings.turn_timeout
         try:
@@ -984,9 +1022,15 @@ class Agent:
                     finished = True
                     raise item
                 finished = isinstance(item, TurnEnded)
+                if traced is not None and isinstance(item, TurnEnded):
+                    traced.turn_ended(item, self._denial)
                 yield item
                 if finished:
                     return
+        except BaseException as exc:
+            if traced is not None and not (finished and isinstance(exc, GeneratorExit)):
+                traced.turn_failed(exc)
+            raise
         finally:
             # Closed by the caller's `aclosing` before the turn lock is released. Even so,
             # clear only this turn's state: a generator closed late (by the garbage
@@ -994,6 +1038,8 @@ class Agent:
             if self._queue is queue:
                 self._queue = None
             self.hook_runner.end_turn(scope)
+            if traced is not None:
+                traced.close_turn()
             if not finished and self._failure is None and self._conn is not None:
                 # Abandoned (error, timeout, cancellation, consumer gone): stop the harness's
                 # turn; the reader marks the agent idle when the harness confirms.

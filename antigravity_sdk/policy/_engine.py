@@ -566,15 +566,19 @@ class PolicyEnforcer(Hook):
         return f"PolicyEnforcer({len(self.policies)} policies, mode={self.mode!r})"
 
     async def _decide(
-        self, tool_call: ToolCall, trace: list[TraceEntry] | None = None, ask: bool = True
+        self,
+        tool_call: ToolCall,
+        trace: list[TraceEntry] | None = None,
+        ask: bool = True,
+        enforcing: bool = True,
     ) -> HookResult:
         """The one evaluation loop: `pre_tool_call` is this, and `evaluate` calls it.
 
-        With a `trace` (`evaluate`) every rule considered is recorded in it, the deciding
-        one last, and only predicate and handler failures are logged. Without one it
-        enforces: it times nothing, logs denials, and in shadow mode allows what it would
-        deny (or ask about). With `ask` False an ASK_USER match is `_NOT_ASKED_RESULT`,
-        its handler not called.
+        With a `trace` every rule considered is recorded in it, the deciding one last (and
+        timed). `enforcing` (pre_tool_call, `decide`) logs denials and in shadow mode allows
+        what it would deny (or ask about); `evaluate` passes False: only predicate and
+        handler failures are logged. With `ask` False an ASK_USER match is
+        `_NOT_ASKED_RESULT`, its handler not called.
         """
         # `tool_call.qualified_name`, inlined: the property costs 10-25% of a decision on
         # bench_policy's rule sets (measured side by side). Keep the two in step.
@@ -611,7 +615,7 @@ class PolicyEnforcer(Hook):
                             _note(trace, rule, failed is not None, outcome, began)
                         if failed is None:
                             continue
-                        if trace is None and self._shadow:
+                        if enforcing and self._shadow:
                             return self._shadowed(rule, name, failed)
                         return failed
                     if not holds:
@@ -620,7 +624,7 @@ class PolicyEnforcer(Hook):
                         continue
                 result = rule.result
                 if result is None:  # DENY or ASK_USER: logged, asked, or shadowed
-                    return await self._act(rule, tool_call, name, trace, ask, began)
+                    return await self._act(rule, tool_call, name, trace, ask, began, enforcing)
                 if trace is not None:
                     _note(trace, rule, True, _how(rule), began)
                 return result
@@ -638,19 +642,17 @@ class PolicyEnforcer(Hook):
         trace: list[TraceEntry] | None,
         ask: bool,
         began: int,
+        enforcing: bool,
     ) -> HookResult:
-        """A DENY or ASK_USER rule matched (see `_decide`): deny, logged unless traced;
-        ask its handler, or report it would; in shadow mode untraced, allow with a warning."""
+        """A DENY or ASK_USER rule matched (see `_decide`): deny, logged when enforcing;
+        ask its handler, or report it would; enforcing in shadow mode, allow with a warning."""
         how = _how(rule)
+        shadow = enforcing and self._shadow
         if rule.policy.decision is Decision.DENY:
             result = rule.denied
-            if trace is None:
-                if self._shadow:
-                    return self._shadowed(rule, name, result)
+            if enforcing and not shadow:
                 logger.info("policy %r denied %s", rule.policy.label, name)
-        elif trace is None and self._shadow:
-            return self._shadowed(rule, name, _NOT_ASKED_RESULT)
-        elif not ask:
+        elif shadow or not ask:
             result = _NOT_ASKED_RESULT
             how += " -> would ask the user"
         else:
@@ -658,7 +660,7 @@ class PolicyEnforcer(Hook):
             how += " -> user approved" if result.allow else " -> not approved"
         if trace is not None:
             _note(trace, rule, True, how, began)
-        return result
+        return self._shadowed(rule, name, result) if shadow else result
 
     @staticmethod
     def _shadowed(rule: _Rule, name: str, result: HookResult) -> HookResult:
@@ -681,12 +683,24 @@ class PolicyEnforcer(Hook):
         With `ask=False` an ASK_USER policy is reported without calling its handler (the
         decision then does not allow). Shadow mode does not change what this reports.
         """
+        _, decision = await self._traced(tool_call, ask, enforcing=False)
+        return decision
+
+    async def decide(self, tool_call: ToolCall) -> tuple[HookResult, PolicyDecision]:
+        """Enforce on `tool_call` exactly as `pre_tool_call` does (shadow mode and logging
+        included), and say which rule decided: what tracing reports. Slower than
+        `pre_tool_call` (every rule considered is timed and recorded)."""
+        return await self._traced(tool_call, True, enforcing=True)
+
+    async def _traced(
+        self, tool_call: ToolCall, ask: bool, *, enforcing: bool
+    ) -> tuple[HookResult, PolicyDecision]:
         trace: list[TraceEntry] = []
         start = time.perf_counter_ns()
-        result = await self._decide(tool_call, trace, ask)
+        result = await self._decide(tool_call, trace, ask, enforcing)
         elapsed = time.perf_counter_ns() - start
         last = trace[-1] if trace and trace[-1].matched else None
-        return PolicyDecision(
+        return result, PolicyDecision(
             tool=tool_call.qualified_name,
             allow=result.allow,
             decision=last.policy.decision if last else None,
