@@ -258,3 +258,70 @@ def test_other_calls_show_every_argument_inert(args: dict[str, str]) -> None:
     assert all(row.startswith(("    | ", "      ")) for row in rows[1:])
     for char in text:
         assert char in " \n" or unicodedata.category(char) not in interactive._ESCAPED
+
+
+# -- how `policy check` and `policy explain` read (the console script, in a subprocess) ------
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    return subprocess.run(
+        [sys.executable, "-m", "antigravity_sdk", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_check_shows_any_as_or_and_regexes_as_written(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        "[[rule]]\nname = 'no-sudo'\ntool = 'run_command'\ndecision = 'deny'\n"
+        "[rule.when]\nany = [\n"
+        "  { arg = 'CommandLine', startswith = 'sudo ' },\n"
+        "  { arg = 'CommandLine', regex = '\\brm\\s+-rf' },\n]\n"
+    )
+    done = _cli("policy", "check", str(rules))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    line = next(line for line in done.stdout.splitlines() if "no-sudo" in line)
+    assert "(CommandLine startswith 'sudo ') or (CommandLine regex '\\brm\\s+-rf')" in line
+    assert " any " not in line and "\\\\" not in line
+
+
+def test_explain_without_arguments_prints_only_the_explanation(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        "[[rule]]\nname = 'no-rm'\ntool = 'run_command'\ndecision = 'deny'\n"
+        "when = { arg = 'CommandLine', contains = 'rm' }\n"
+    )
+    done = _cli("policy", "explain", str(rules), "run_command")
+    assert done.returncode == 1  # denied: the condition fails without CommandLine
+    assert done.stderr == ""  # no stray log line
+    assert "predicate raised LookupError" in done.stdout
+
+
+def test_a_missing_cli_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    """Without prompt_toolkit (the cli extra), the interactive `antigravity chat` says what
+    to install, exit 2."""
+    blocked = tmp_path / "blocked"
+    (blocked / "prompt_toolkit").mkdir(parents=True)
+    (blocked / "prompt_toolkit" / "__init__.py").write_text("raise ImportError('blocked')\n")
+    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).resolve().parent.parent}"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(blocked)!r}); "
+            "from antigravity_sdk.cli import main; sys.exit(main(['chat']))",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert "pip install 'antigravity-sdk[cli]'" in done.stderr
+    assert done.stdout == ""

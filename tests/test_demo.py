@@ -119,8 +119,9 @@ class TestDemoSession:
 
 
 @pytest.mark.harness
-async def test_run_demo_transcript(offline: None) -> None:
+async def test_run_demo_transcript(offline: None, monkeypatch: pytest.MonkeyPatch) -> None:
     _require_harness()
+    monkeypatch.setenv("COLUMNS", "140")  # wide enough for each bucket's name
     out = io.StringIO()
     code = await run_demo(out=out)
     text = out.getvalue()
@@ -147,6 +148,29 @@ async def test_run_demo_transcript(offline: None) -> None:
     assert re.search(r"tool calls\s+7", text) and re.search(r"denied\s+4", text)
     assert "median decision latency" in text and "turn wall time" in text
     assert "checks: 7/7 as expected" in text
+    head = next(line for line in lines if "arguments" in line)
+    assert "latency" in head and "decision" not in head
+
+
+@pytest.mark.harness
+async def test_deny_reasons_are_whole_at_any_width(
+    offline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A narrow terminal wraps a deny reason; it never cuts it."""
+    _require_harness()
+    monkeypatch.setenv("COLUMNS", "60")
+    out = io.StringIO()
+    assert await run_demo(out=out) == 0, out.getvalue()
+    flat = " ".join(out.getvalue().split())
+    assert (
+        "not run: Denied by policy 'no-destructive-shell': destructive shell commands "
+        "(rm -r/-f, sudo, mkfs, dd, shred) are never run." in flat
+    )
+    assert (
+        "not run: Denied by hook 'SecretGuard': the content looks like a credential; "
+        "secrets are never written to disk by the agent." in flat
+    )
+    assert all(len(line) <= 60 for line in out.getvalue().splitlines())
 
 
 async def test_run_demo_missing_harness_exits_2(offline: None, tmp_path: Path) -> None:

@@ -76,7 +76,16 @@ def _policy_explain(args: argparse.Namespace) -> int:
     enforcer = _load_enforcer(args.file)
     if enforcer is None:
         return 2
-    decision = asyncio.run(enforcer.evaluate(call, ask=False))
+    import logging
+
+    # The explanation shows a failing condition itself; the engine's log line would only
+    # repeat it on stderr.
+    engine_log = logging.getLogger("antigravity_sdk.policy")
+    was_disabled, engine_log.disabled = engine_log.disabled, True
+    try:
+        decision = asyncio.run(enforcer.evaluate(call, ask=False))
+    finally:
+        engine_log.disabled = was_disabled
     print(decision)
     return 0 if decision.allow else 1
 
@@ -276,6 +285,26 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _missing_cli_extra(command: str, *modules: str) -> bool:
+    """True, after printing how to install it, when the `cli` extra (prompt_toolkit, the
+    interactive chat's input) that `command` needs is not installed."""
+    import importlib
+
+    missing = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        print(
+            f"error: antigravity {command} needs {', '.join(missing)} (the cli extra): "
+            "pip install 'antigravity-sdk[cli]'",
+            file=sys.stderr,
+        )
+    return bool(missing)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -283,6 +312,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
+    if args.prompt is None:  # the interactive session
+        if _missing_cli_extra("chat", "prompt_toolkit"):
+            return 2
+        from .repl import run_repl
+
+        try:
+            return asyncio.run(
+                run_repl(policies_file=args.policies, base_url=args.base_url, model=args.model)
+            )
+        except KeyboardInterrupt:  # Ctrl-C outside a turn and the prompt (starting, say)
+            return 130
     from .chat import run_chat
 
     return asyncio.run(
@@ -300,9 +340,14 @@ def add_demo(subparsers: Subparsers) -> None:
 
 
 def add_chat(subparsers: Subparsers) -> None:
-    """`antigravity chat PROMPT`: one governed turn on a real model."""
-    parser = subparsers.add_parser("chat", help="run one turn on a real model")
-    parser.add_argument("prompt", metavar="PROMPT")
+    """`antigravity chat [PROMPT]`: one governed turn on a real model, or (no PROMPT) an
+    interactive session."""
+    parser = subparsers.add_parser(
+        "chat", help="chat on a real model: one turn, or an interactive session without PROMPT"
+    )
+    parser.add_argument(
+        "prompt", metavar="PROMPT", nargs="?", help="one turn's prompt; omit it to chat"
+    )
     parser.add_argument("--policies", metavar="FILE", help="a TOML policy file")
     _model_options(parser)
     parser.set_defaults(run=_chat)

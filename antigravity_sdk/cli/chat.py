@@ -7,25 +7,26 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
+from rich.text import Text
+
 from .. import policy
 from ..errors import AntigravityError
 from ._output import warnings_to
-from .report import DecisionReporter, model_label, print_error
+from .report import DecisionReporter, model_label, print_error, printable
 from .shell import no_destructive_shell
 
-__all__ = ["run_chat"]
+__all__ = ["chat_policies", "run_chat"]
 
 
-def _chat_policies(policies_file: str | None, workspace: Path) -> list[Any]:
-    """The policy file's rules, else the defaults `run_chat` describes."""
+def chat_policies(policies_file: str | None, workspace: Path, ask: policy.AskHandler) -> list[Any]:
+    """The policy file's rules, else the defaults `run_chat` describes; `ask` answers
+    their ask_user rules."""
     if policies_file is not None:
-        return policy.load(policies_file)
-    from ..interactive import confirm_in_terminal
-
+        return policy.load(policies_file, ask_handler=ask)
     return [
         no_destructive_shell(),
         policy.workspace_only([workspace]),
-        *policy.confirm_run_command(confirm_in_terminal),
+        *policy.confirm_run_command(ask),
     ]
 
 
@@ -51,13 +52,14 @@ async def run_chat(
     """
     from ..agent import Agent
     from ..harness.config import resolve_model
+    from ..interactive import confirm_in_terminal
 
     err = sys.stderr if err is None else err
     try:
         workspace = Path.cwd().resolve()
-        policies = _chat_policies(policies_file, workspace)
-        settings = resolve_model(model, base_url=base_url)
         reporter = DecisionReporter(out, workspace=str(workspace))
+        policies = chat_policies(policies_file, workspace, reporter.asking(confirm_in_terminal))
+        settings = resolve_model(model, base_url=base_url)  # after the policy file's checks
         with tempfile.TemporaryDirectory(prefix="antigravity-chat-") as tmp:
             root = Path(tmp)
             agent = (
@@ -79,5 +81,6 @@ async def run_chat(
     except AntigravityError as exc:
         out.flush()
         return print_error(err, exc)
-    out.write("\n" + reporter.style.bold("answer:") + "\n" + response.text.strip() + "\n")
+    reporter.console.print("\nanswer:", style="bold")
+    reporter.console.print(Text(printable(response.text.strip())))
     return 0

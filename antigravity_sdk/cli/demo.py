@@ -368,7 +368,8 @@ async def demo_session(
                 builder.harness_path(harness_path)
             agent = builder.build()
             reporter.enforcer = agent.policy_enforcer
-            print_header(sink, reporter.style, report, hooks, agent.policy_enforcer)
+            print_header(reporter.console, report, hooks, agent.policy_enforcer)
+            reporter.print_table_head()
             began = time.perf_counter()
             async with agent:
                 report.start_seconds = time.perf_counter() - began
@@ -388,7 +389,7 @@ async def demo_session(
             )
         if report.scripted:
             report.checks = _expectations(report)
-        print_footer(sink, reporter.style, report)
+        print_footer(reporter.console, report)
         return report
     finally:
         if out is None:

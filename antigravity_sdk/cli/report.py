@@ -4,20 +4,28 @@ How the decisions are shown: `DecisionReporter` is a `Hook` registered before th
 `PolicyEnforcer` (the agent registers user hooks first). It asks the enforcer to
 *explain* the call (`PolicyEnforcer.evaluate`) and times that; the enforcer itself still
 makes the actual decision right after. Hooks that decide before the reporter report
-their own denials to it (`hook_denied`). Everything model-chosen is printed on one line
-without control characters, so a model cannot drive the terminal.
+their own denials to it (`hook_denied`), and an ask handler wrapped by `asking` reports
+the user's answer. Rendering is `rich`'s (the `cli` extra): rows fit the terminal's width,
+and a deny reason is printed whole, wrapped. Everything model-chosen goes through
+`interactive._printable` first (control and format characters shown as escapes), so a
+model cannot drive the terminal.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
-import re
 import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
 
 from .. import policy
 from ..errors import (
@@ -28,6 +36,7 @@ from ..errors import (
     ToolExecutionError,
 )
 from ..hooks import Hook
+from ..interactive import _printable
 from ..types import HookResult, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -37,11 +46,13 @@ __all__ = [
     "DecisionRecord",
     "DecisionReporter",
     "DemoReport",
-    "Style",
+    "make_console",
     "model_label",
+    "policy_table",
     "print_error",
     "print_footer",
     "print_header",
+    "printable",
     "short_args",
 ]
 
@@ -125,45 +136,28 @@ class DemoReport:
 # -- terminal output ---------------------------------------------------------------------------
 
 
-class Style:
-    """ANSI colours, or plain text when `enabled` is false (not a terminal)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def _wrap(self, code: str, text: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
-
-    def green(self, text: str) -> str:
-        return self._wrap("32", text)
-
-    def red(self, text: str) -> str:
-        return self._wrap("31", text)
-
-    def yellow(self, text: str) -> str:
-        return self._wrap("33", text)
-
-    def bold(self, text: str) -> str:
-        return self._wrap("1", text)
-
-    def dim(self, text: str) -> str:
-        return self._wrap("2", text)
+def make_console(out: TextIO, *, color: bool | None = None) -> Console:
+    """A rich console writing to `out`: colours and the terminal's width on a terminal,
+    plain text (`COLUMNS` or 80 wide) otherwise; `color` forces either way."""
+    return Console(
+        file=out,
+        force_terminal=color,
+        no_color=color is False,
+        highlight=False,
+        markup=False,
+        emoji=False,
+    )
 
 
-def _is_tty(out: TextIO) -> bool:
-    try:
-        return out.isatty()
-    except (AttributeError, ValueError):
-        return False
+def printable(text: str) -> str:
+    """Model-chosen text as it may reach the terminal: line breaks kept, tabs as spaces,
+    every other character that could drive the terminal shown as an escape."""
+    return "\n".join(_printable(line) for line in text.replace("\t", "    ").split("\n"))
 
 
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _clean(text: str, width: int) -> str:
-    """One line, no control characters (model-chosen text must not drive the terminal)."""
-    flat = _CONTROL.sub(" ", text.replace("\n", " ⏎ "))
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+def _one_line(text: str) -> str:
+    """Model-chosen text on one line (a line break shown as ⏎), nothing escaped away."""
+    return _printable(text.replace("\r\n", "\n").replace("\n", " ⏎ "))
 
 
 def _short_path(raw: object, workspace: str) -> str:
@@ -195,8 +189,29 @@ def _describe_result(result: ToolResult) -> str:
         first = output.splitlines()[0] if output else ""
         return f"exit {value['exit_code']}, {lines} line(s) of output: {first!r}"
     if isinstance(value, str) and value and value != "Tool execution":
-        return _clean(value, 60)
+        return value
     return "done"
+
+
+_VERDICT_STYLE: Final = {"ALLOW": "green", "ASK": "yellow", "DENY": "red"}
+
+
+_WIDE: Final = 110
+"""From this console width on, rows name each bucket; narrower, only its number."""
+
+
+def _row_grid(width: int) -> Table:
+    """The decision table's columns. Only the arguments give way on a narrow terminal
+    (cut with …, they are the call's summary); rule names wrap, whole."""
+    grid = Table.grid(padding=(0, 1), expand=True)
+    grid.add_column(justify="right", width=3, no_wrap=True)  # #
+    grid.add_column(width=14, overflow="fold")  # tool
+    grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")  # arguments
+    grid.add_column(width=5, no_wrap=True)  # verdict
+    grid.add_column(width=18 if width >= _WIDE else 6, overflow="fold")  # bucket
+    grid.add_column(width=22, overflow="fold")  # rule
+    grid.add_column(width=10, justify="right", no_wrap=True)  # latency
+    return grid
 
 
 # -- hooks -------------------------------------------------------------------------------------
@@ -208,23 +223,25 @@ class DecisionReporter(Hook):
     Register it before the `PolicyEnforcer` (the `Agent` does: user hooks come first).
     `pre_tool_call` asks the enforcer to explain the call, times that, records and prints
     it, and allows: the enforcer, which runs next, makes the real decision. Hooks that
-    decide earlier call `hook_denied` so their denials are shown too.
+    decide earlier call `hook_denied` so their denials are shown too, and an ask handler
+    wrapped by `asking` reports the user's answer.
     """
 
     def __init__(
         self,
-        out: TextIO,
+        out: TextIO | Console,
         *,
         workspace: str = "",
         enforcer: policy.PolicyEnforcer | None = None,
         color: bool | None = None,
     ) -> None:
-        self.out = out
+        self.console = out if isinstance(out, Console) else make_console(out, color=color)
         self.workspace = workspace
         self.enforcer = enforcer  # known once the agent is built: the commands set it then
         self.records: list[DecisionRecord] = []
         self._by_id: dict[str, DecisionRecord] = {}
-        self.style = Style(_is_tty(out) if color is None else color)
+        self._last_row: DecisionRecord | None = None  # the row the next line goes under
+        self.mid_line = False  # streamed text left the cursor mid-line
 
     def _record(self, tool_call: ToolCall, **decision: Any) -> None:
         """Record and print a decision on `tool_call` (`decision`: the record's other
@@ -278,6 +295,32 @@ class DecisionReporter(Hook):
             latency_ns=latency_ns,
         )
 
+    def asking(self, handler: policy.AskHandler) -> policy.AskHandler:
+        """`handler`, reporting each answer under its call's ASK row as it is given."""
+
+        async def ask(tool_call: ToolCall) -> bool:
+            approved = False
+            try:
+                answer = handler(tool_call)
+                approved = bool(await answer if inspect.isawaitable(answer) else answer)
+            finally:  # a handler that raises or is cancelled refuses (fail closed)
+                self.answered(tool_call, approved)
+            return approved
+
+        return ask
+
+    def answered(self, tool_call: ToolCall, approved: bool) -> None:
+        """The user's answer to an ASK decision: approved (it runs) or not (it does not)."""
+        record = self._by_id.get(tool_call.id)
+        if record is None or record.verdict != "ASK":
+            return
+        record.allow = approved
+        if approved:
+            self._print_note(record, Text("approved", style="green"), "by you; it runs")
+        else:
+            record.ran, record.outcome = False, "not approved"
+            self._print_note(record, Text("not approved", style="yellow"), "not run")
+
     async def post_tool_call(self, result: ToolResult) -> None:
         record = self._by_id.get(result.id)
         if record is None:
@@ -286,7 +329,7 @@ class DecisionReporter(Hook):
         record.outcome = _describe_result(result)
         if record.verdict == "ASK":
             record.allow = True
-        self._print_outcome(record)
+        self._print_note(record, Text("ran", style="green"), record.outcome)
 
     async def on_tool_error(self, error: Exception) -> tuple[HookResult, Any | None]:
         call = error.tool_call if isinstance(error, ToolExecutionError) else None
@@ -294,57 +337,80 @@ class DecisionReporter(Hook):
         if record is not None:
             record.ran = False
             record.outcome = f"failed: {error}"
-            self._print_outcome(record)
+            self._print_note(record, Text("tool error", style="yellow"), record.outcome)
         return HookResult(allow=False, message=str(error)), None
 
     def finish(self) -> None:
-        """After the turn: an ASK decision with no result means the user refused."""
+        """After the turn: an ASK decision nobody answered was not approved (and is shown)."""
         for record in self.records:
-            if record.verdict == "ASK" and record.ran is None:
+            if record.verdict == "ASK" and record.ran is None and record.outcome == "":
                 record.allow, record.ran, record.outcome = False, False, "not approved"
+                self._print_note(record, Text("not approved", style="yellow"), "not run")
 
     # -- printing
 
-    def _print_decision(self, r: DecisionRecord) -> None:
-        s = self.style
-        if r.verdict == "ALLOW":
-            verdict = s.green("ALLOW")
-        elif r.verdict == "ASK":
-            verdict = s.yellow("ASK  ")
-        else:
-            verdict = s.red("DENY ")
-        where = f"[{r.bucket} {r.bucket_name}]" if r.bucket is not None else f"[{r.bucket_name}]"
-        args = _clean(short_args(r.tool, r.args, self.workspace), 34)
-        self.out.write(
-            f" {r.index:>2} {s.bold(f'{r.tool:<14}')} {args:<34} {verdict} "
-            f"{where:<18} {r.rule:<22} {s.dim(f'{r.latency_us:7.1f} µs')}\n"
-        )
-        if r.blocked:
-            self.out.write(s.dim(f"      ↳ not run: {_clean(r.message, 90)}") + "\n")
-        self.out.flush()
+    def stream_text(self, text: str) -> None:
+        """A streamed text delta, as it arrives (escaped: the model chooses it)."""
+        if not text:
+            return
+        self.console.print(Text(printable(text)), end="", soft_wrap=True)
+        self.mid_line = not text.endswith("\n")
+        self.console.file.flush()
 
-    def _print_outcome(self, r: DecisionRecord) -> None:
-        s = self.style
-        mark = s.green("ran") if r.ran else s.yellow("tool error")
-        self.out.write(f"      ↳ {mark}: {_clean(r.outcome, 84)}\n")
-        self.out.flush()
+    def line_break(self) -> None:
+        """End streamed text's line, so what follows starts on its own."""
+        if self.mid_line:
+            self.console.print()
+            self.mid_line = False
+
+    def print_table_head(self) -> None:
+        grid = _row_grid(self.console.width)
+        grid.add_row("#", "tool", "arguments", "", "bucket", "rule", "latency", style="dim")
+        self.console.print(grid)
+
+    def _print_decision(self, r: DecisionRecord) -> None:
+        self.line_break()
+        if r.bucket is None:
+            where = f"[{r.bucket_name}]"
+        elif self.console.width >= _WIDE:
+            where = f"[{r.bucket} {r.bucket_name}]"
+        else:
+            where = f"[{r.bucket}]"
+        grid = _row_grid(self.console.width)
+        grid.add_row(
+            str(r.index),
+            Text(_one_line(r.tool), style="bold"),
+            Text(_one_line(short_args(r.tool, r.args, self.workspace))),
+            Text(r.verdict, style=_VERDICT_STYLE[r.verdict]),
+            where,
+            Text(_one_line(r.rule)),
+            Text(f"{r.latency_us:.1f} µs", style="dim"),
+        )
+        self.console.print(grid)
+        self._last_row = r
+        if r.blocked:
+            self._print_note(r, Text("not run", style="red"), r.message)
+        self.console.file.flush()
+
+    def _print_note(self, r: DecisionRecord, mark: Text, text: str) -> None:
+        """A line under `r`'s row; when other rows came in between, it names its row."""
+        self.line_break()
+        if self._last_row is not r:
+            mark = Text(f"#{r.index} ") + mark
+        line = Text("↳ ", style="dim") + mark + Text(": " + _one_line(text), style="dim")
+        self.console.print(Padding(line, (0, 0, 0, 5), expand=False), overflow="fold")
+        self.console.file.flush()
 
 
 # -- around the decisions ----------------------------------------------------------------------
 
 
-def print_header(
-    out: TextIO,
-    s: Style,
-    report: DemoReport,
-    hooks: Sequence[Hook],
-    enforcer: policy.PolicyEnforcer,
-) -> None:
-    """The session's model, workspace, hooks and policies, then the decision table's head."""
-    out.write(s.bold("antigravity demo") + f" — real harness, model: {report.model}\n")
-    out.write(f"workspace: {report.workspace} (temporary)\n")
-    names = ", ".join(type(hook).__name__ for hook in hooks)
-    out.write(f"hooks (in order): {names}, then the policies:\n")
+def policy_table(enforcer: policy.PolicyEnforcer) -> Table:
+    """The policies in evaluation order, one row per rule (a rule over several tools,
+    like `workspace_only`, is one row naming how many)."""
+    table = Table.grid(padding=(0, 1))
+    for _ in range(4):
+        table.add_column(overflow="fold")
     ranked = sorted(enumerate(enforcer.policies), key=lambda p: (p[1].bucket, p[0]))
     seen: set[tuple[str, int]] = set()
     for _, p in ranked:
@@ -354,32 +420,40 @@ def print_header(
         seen.add((p.label, bucket))
         tools = sorted({q.tool for q in enforcer.policies if q.label == p.label})
         shown = ", ".join(tools) if len(tools) <= 2 else f"{len(tools)} path-taking tools"
-        out.write(
-            s.dim(f"  [{bucket} {policy.BUCKETS[bucket]:<14}] {p.label:<22} {p.decision.name:<7}")
-            + s.dim(f"  {shown}")
-            + "\n"
+        table.add_row(
+            f"  [{bucket} {policy.BUCKETS[bucket]}]", p.label, p.decision.name, shown, style="dim"
         )
-    out.write("\n")
-    out.write(
-        s.dim(
-            f" {'#':>2} {'tool':<14} {'arguments':<34} {'verdict':<5} "
-            f"{'bucket':<18} {'rule':<22} {'decision':>10}"
-        )
-        + "\n"
-    )
-    out.flush()
+    return table
 
 
-def print_footer(out: TextIO, s: Style, report: DemoReport) -> None:
+def print_header(
+    console: Console,
+    report: DemoReport,
+    hooks: Sequence[Hook],
+    enforcer: policy.PolicyEnforcer,
+) -> None:
+    """The session's model, workspace, hooks and policies."""
+    title = Text("antigravity demo", style="bold")
+    console.print(title + f" — real harness, model: {report.model}")
+    console.print(f"workspace: {report.workspace} (temporary)")
+    names = ", ".join(type(hook).__name__ for hook in hooks)
+    console.print(f"hooks (in order): {names}, then the policies:")
+    console.print(policy_table(enforcer))
+    console.print()
+
+
+def print_footer(console: Console, report: DemoReport) -> None:
     """The model's answer, the summary numbers and, for the scripted demo, its checks."""
     if report.error:
-        out.write(s.red(f"\nerror: {report.error}\n"))  # the error says what failed
+        console.print(Text(f"\nerror: {report.error}", style="red"))  # it says what failed
     if report.answer:
-        out.write("\n" + s.bold("model's answer:") + "\n")
-        for line in report.answer.strip().splitlines():
-            out.write(f"  {_clean(line, 100)}\n")
+        console.print("\n" + "model's answer:", style="bold")
+        console.print(Padding(Text(printable(report.answer.strip())), (0, 0, 0, 2), expand=False))
     records = report.records
-    out.write("\n" + s.bold("summary") + "\n")
+    console.print("\nsummary", style="bold")
+    summary = Table.grid(padding=(0, 1))
+    summary.add_column(min_width=28)
+    summary.add_column()
     rows = [
         ("tool calls", str(len(records))),
         ("allowed", str(len(report.allowed))),
@@ -391,19 +465,20 @@ def print_footer(out: TextIO, s: Style, report: DemoReport) -> None:
         ("audit events", str(len(report.audit_events))),
     ]
     for label, value in rows:
-        out.write(f"  {label:<26} {value}\n")
+        summary.add_row(f"  {label}", value)
+    console.print(summary)
     counts = report.rule_counts()
     if counts:
-        out.write("  decisions per rule:\n")
+        console.print("  decisions per rule:")
         for rule, n in counts.most_common():
-            out.write(f"    {rule:<24} {n}\n")
+            console.print(f"    {rule:<24} {n}")
     if report.checks:
         passed = sum(1 for _, ok in report.checks if ok)
-        out.write(f"  checks: {passed}/{len(report.checks)} as expected\n")
+        console.print(f"  checks: {passed}/{len(report.checks)} as expected")
         for label, ok in report.checks:
             if not ok:
-                out.write(s.red(f"    FAILED: {label}") + "\n")
-    out.flush()
+                console.print(f"    FAILED: {label}", style="red")
+    console.file.flush()
 
 
 def model_label(settings: ModelSettings | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import json
 import os
 import re
 import tomllib
@@ -90,7 +91,17 @@ class _Combine:
     def __repr__(self) -> str:
         if self.op == "not":
             return f"not ({self.parts[0]!r})"
-        return f" {self.op} ".join(f"({p!r})" for p in self.parts)
+        joiner = " or " if self.op == "any" else " and "
+        return joiner.join(f"({p!r})" for p in self.parts)
+
+
+def _shown(value: object) -> str:
+    """An operand as the file spells it: a regex's backslashes single, lists in [ ]."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, str):
+        return f"'{value}'" if "'" not in value else f'"{value}"'
+    return json.dumps(value, default=str)
 
 
 def _strings(value: object, where: str) -> tuple[str, ...]:
@@ -147,7 +158,7 @@ def _condition(node: object, where: str, depth: int = 0) -> Callable[[Mapping[st
             checks.append((op, values))
     if not checks:
         raise PolicyError(f"{where}: a condition on {arg!r} needs one of {', '.join(_OPS)}")
-    text = " and ".join(f"{arg} {op} {node[op]!r}" for op, _ in checks)
+    text = " and ".join(f"{arg} {op} {_shown(node[op])}" for op, _ in checks)
     return _Leaf(arg, checks, text)
 
 
