@@ -25,7 +25,7 @@ import pytest
 
 from antigravity_sdk import Agent, Hook, HookResult, ToolCall, policy
 from antigravity_sdk.cli.progress import LineProgress, interactive
-from antigravity_sdk.cli.report import DemoReport, Style, print_footer
+from antigravity_sdk.cli.report import DemoReport, make_console, print_footer
 from antigravity_sdk.errors import HarnessInstallError, HarnessNotFoundError, TurnFailedError
 from antigravity_sdk.harness import install
 from antigravity_sdk.harness.install import HARNESS_VERSION, find_harness
@@ -463,7 +463,7 @@ def test_a_sync_hook_method_fails_at_hook_not_at_start() -> None:
 def test_demo_error_is_not_prefixed_twice() -> None:
     out = io.StringIO()
     report = DemoReport(error=str(TurnFailedError("model unreachable")))
-    print_footer(out, Style(False), report)
+    print_footer(make_console(out, color=False), report)
     assert out.getvalue().count("the turn failed") == 1
     assert "error: the turn failed: model unreachable" in out.getvalue()
 
