@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["HookContext", "ToolContext", "current_context"]
+__all__ = ["DecisionNote", "HookContext", "ToolContext", "current_context"]
 
 
 class HookContext:
@@ -102,3 +102,23 @@ class ToolContext:
 
     def set_state(self, key: str, value: Any) -> None:
         self._state[key] = value
+
+
+class DecisionNote:
+    """Who decided the tool call being dispatched, noted for an agent's audit log.
+
+    Set (in `noting`) only while an agent with an audit log decides a call, so a dispatch
+    without one pays a single context-variable lookup, and only on a deny or a rewrite:
+    the hook runner notes the hook whose deny stood (`hook`) and every hook that rewrote
+    (`rewriters`); the audited enforcer notes its explanation (`policy`, a `PolicyDecision`).
+    """
+
+    __slots__ = ("hook", "policy", "rewriters")
+
+    def __init__(self) -> None:
+        self.hook = ""
+        self.rewriters: list[str] = []
+        self.policy: Any = None
+
+
+noting: ContextVar[DecisionNote | None] = ContextVar("antigravity_sdk.noting", default=None)

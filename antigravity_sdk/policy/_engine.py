@@ -28,6 +28,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from pydantic import BaseModel
 
+from ..context import noting
 from ..errors import PolicyError
 from ..harness.catalog import INTERNAL_NAMES, TOOLS, Governance
 from ..hooks import Hook, _cancelling
@@ -672,12 +673,57 @@ class PolicyEnforcer(Hook):
         With `ask=False` an ASK_USER policy is reported without calling its handler (the
         decision then does not allow). Shadow mode does not change what this reports.
         """
+        return (await self._explained(tool_call, ask))[1]
+
+    async def decide_explained(self, tool_call: ToolCall) -> tuple[HookResult, PolicyDecision]:
+        """Decide `tool_call` exactly as `pre_tool_call` does, and say why: for an audit
+        log, which must record the verdict that stood and the rule behind it.
+
+        The explanation is `evaluate`'s; in shadow mode it reports what would be denied
+        (or asked about, the handler not called) while the result allows, as
+        `pre_tool_call` does, with the same warning.
+        """
+        result, why = await self._explained(tool_call, not self._shadow)
+        if why.allow:
+            return result, why
+        label = why.policy.label if why.policy is not None else "?"
+        if self._shadow:
+            if why.message == _NOT_ASKED:
+                logger.warning(
+                    "shadow mode: %s would ask the user (policy %r); allowing", why.tool, label
+                )
+            else:
+                logger.warning(
+                    "shadow mode: %s would be denied by policy %r (%s); allowing",
+                    why.tool,
+                    label,
+                    why.message,
+                )
+            return HookResult.ALLOWED, why
+        if why.decision is Decision.DENY:
+            logger.info("policy %r denied %s", label, why.tool)
+        return result, why
+
+    def note_decisions(self) -> None:
+        """Make this enforcer's `pre_tool_call` note its explanation for an audit log
+        (in `context.noting`, when set): `decide_explained` instead of the lean `_decide`.
+        Per instance, so enforcers without an audit log keep the fast path."""
+        vars(self)["pre_tool_call"] = self._decide_noted
+
+    async def _decide_noted(self, tool_call: ToolCall) -> HookResult:
+        result, why = await self.decide_explained(tool_call)
+        note = noting.get()
+        if note is not None:
+            note.policy = why
+        return result
+
+    async def _explained(self, tool_call: ToolCall, ask: bool) -> tuple[HookResult, PolicyDecision]:
         trace: list[TraceEntry] = []
         start = time.perf_counter_ns()
         result = await self._decide(tool_call, trace, ask)
         elapsed = time.perf_counter_ns() - start
         last = trace[-1] if trace and trace[-1].matched else None
-        return PolicyDecision(
+        return result, PolicyDecision(
             tool=tool_call.qualified_name,
             allow=result.allow,
             decision=last.policy.decision if last else None,
