@@ -21,6 +21,7 @@ the new end, as `O_APPEND` writes do).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -85,6 +86,11 @@ def _usage(usage: UsageMetadata | None) -> dict[str, int] | None:
     }
 
 
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):  # closing is all that is left to do
+        os.close(fd)
+
+
 class AuditLog:
     """Appends an agent's decision and turn lines to `path` (see the module docstring).
 
@@ -134,7 +140,7 @@ class AuditLog:
             raise ConfigurationError(
                 f"cannot open the audit log {str(self.path)!r}: {exc.strerror or exc}"
             ) from None
-        self._closer = weakref.finalize(self, os.close, self._fd)
+        self._closer = weakref.finalize(self, _close, self._fd)
 
     def close(self) -> None:
         if self._closer is not None:
@@ -145,8 +151,9 @@ class AuditLog:
     def write(self, entry: Mapping[str, Any]) -> None:
         """Append `entry` as one line, in one `os.write` (more only after a short write)."""
         try:
-            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)
-            data = (line + "\n").encode("utf-8", "backslashreplace")
+            # ASCII: no character any reader takes for a line break (U+2028, U+0085...).
+            line = json.dumps(entry, separators=(",", ":"), default=str)
+            data = (line + "\n").encode("ascii")
             if self._fd < 0:
                 raise OSError("the audit log is not open")
             written = os.write(self._fd, data)
@@ -249,9 +256,10 @@ class AuditLog:
         }
         if shadow:  # shadow mode: what the policies would have done
             entry["shadow"] = "ask" if why.decision is Decision.ASK_USER else "deny"
+        if note.rewriters:  # also when a later hook denied the rewritten call
+            entry["rewritten_by"] = note.rewriters
         if outcome.args is not None:
             entry["rewritten_args"] = self._redacted(outcome.args)
-            entry["rewritten_by"] = note.rewriters
         return entry
 
     def _redacted(self, args: dict[str, Any]) -> Any:
@@ -422,7 +430,8 @@ def _rows(summary: AuditSummary) -> tuple[list[list[str]], list[list[str]]]:
             ]
         )
     if turn_rows:
-        turn_rows.append(["total", "", f"{len(turn_rows)} turns", "", *(str(t) for t in totals)])
+        count = f"{len(turn_rows)} turn{'' if len(turn_rows) == 1 else 's'}"
+        turn_rows.append(["total", "", count, "", *(str(t) for t in totals)])
     return tool_rows, turn_rows
 
 

@@ -35,6 +35,7 @@ async def run_chat(
     base_url: str | None = None,
     model: str | None = None,
     out: TextIO = sys.stdout,
+    audit_log: str | None = None,
 ) -> int:
     """`antigravity chat PROMPT`: one turn on a real model in the current directory.
 
@@ -43,6 +44,7 @@ async def run_chat(
     other shell command confirmed on the terminal (denied without one). Each decision
     and the answer are printed. Exit codes: 0 answered, 1 the turn failed or was
     denied, 2 not runnable (no model configured, bad policy file, no harness).
+    `audit_log`: a path for `AgentBuilder.audit_log`.
     """
     from ..agent import Agent
     from ..harness.config import resolve_model
@@ -62,6 +64,7 @@ async def run_chat(
                 .model(settings.name, base_url=settings.base_url, api_key=settings.api_key)
                 .save_dir(root / "conversations")
                 .app_data_dir(root / "app-data")
+                .audit_log(audit_log)
                 .build()
             )
             reporter.enforcer = agent.policy_enforcer
