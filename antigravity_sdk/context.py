@@ -105,20 +105,25 @@ class ToolContext:
 
 
 class DecisionNote:
-    """Who decided the tool call being dispatched, noted for an agent's audit log.
+    """What decided the tool call being dispatched, noted for an agent's audit log.
 
     Set (in `noting`) only while an agent with an audit log decides a call, so a dispatch
-    without one pays a single context-variable lookup, and only on a deny or a rewrite:
-    the hook runner notes the hook whose deny stood (`hook`) and every hook that rewrote
-    (`rewriters`); the audited enforcer notes its explanation (`policy`, a `PolicyDecision`).
+    without one pays a single context-variable lookup, and only on a deny or a rewrite.
+    The hook runner notes the hook whose deny stood (`hook`) and every hook that rewrote
+    (`rewriters`); the enforcer (`PolicyEnforcer.note_decisions`) notes the deciding
+    rule's `TraceEntry` (`rule`, None when no rule matched), the policies' own verdict
+    (`policy_allow`: False in shadow mode for what would be denied), and its time
+    (`policy_ns`, -1 while the policies have not decided).
     """
 
-    __slots__ = ("hook", "policy", "rewriters")
+    __slots__ = ("hook", "policy_allow", "policy_ns", "rewriters", "rule")
 
     def __init__(self) -> None:
         self.hook = ""
         self.rewriters: list[str] = []
-        self.policy: Any = None
+        self.rule: Any = None
+        self.policy_allow = True
+        self.policy_ns = -1
 
 
 noting: ContextVar[DecisionNote | None] = ContextVar("antigravity_sdk.noting", default=None)

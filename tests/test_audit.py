@@ -26,6 +26,7 @@ from antigravity_sdk.audit import (
     render_summary,
     summarize,
 )
+from antigravity_sdk.context import DecisionNote, noting
 from antigravity_sdk.harness.effects import ConfirmTool, HookCall, PolicyRequest
 from antigravity_sdk.testing import ScriptedModel
 
@@ -231,20 +232,32 @@ _RULES = [
     missing=st.booleans(),
     mode=st.sampled_from(["enforce", "shadow"]),
 )
-def test_decide_explained_decides_exactly_as_pre_tool_call(
+def test_the_noted_enforcer_decides_exactly_as_the_plain_one(
     name: str, text: str, missing: bool, mode: Any
 ) -> None:
     args: dict[str, Any] = {"CommandLine": text}
     if not missing:
         args["Missing"] = False
     call = ToolCall(name=name, args=args)
-    enforcer = pol.enforce(_RULES, mode=mode)
+    plain = pol.enforce(_RULES, mode=mode)
+    noted = pol.enforce(_RULES, mode=mode)
+    noted.note_decisions()
 
-    async def both() -> tuple[HookResult, HookResult]:
-        return await enforcer.pre_tool_call(call), (await enforcer.decide_explained(call))[0]
+    async def both() -> tuple[HookResult, HookResult, DecisionNote]:
+        note = DecisionNote()
+        token = noting.set(note)
+        try:
+            return await plain.pre_tool_call(call), await noted.pre_tool_call(call), note
+        finally:
+            noting.reset(token)
 
-    plain, explained = asyncio.run(both())
-    assert (plain.allow, plain.message) == (explained.allow, explained.message)
+    expected, got, note = asyncio.run(both())
+    assert (expected.allow, expected.message) == (got.allow, got.message)
+    assert note.policy_ns >= 0
+    if mode == "enforce":
+        assert note.policy_allow is got.allow
+    explained = asyncio.run(plain.evaluate(call, ask=mode == "enforce"))
+    assert (note.rule.policy if note.rule else None) is explained.policy
 
 
 # -- redaction ------------------------------------------------------------------------------------
@@ -371,6 +384,7 @@ async def test_an_unusable_path_fails_start_before_anything_runs(tmp_path: Path)
 
 _WRITER = """
 import sys
+from antigravity_sdk.context import DecisionNote, noting
 from antigravity_sdk.audit import AuditLog
 log = AuditLog(sys.argv[1])
 log.open()

@@ -604,7 +604,7 @@ class PolicyEnforcer(Hook):
                         if failed is None:
                             continue
                         if trace is None and self._shadow:
-                            return self._shadowed(rule, name, failed)
+                            return self._shadowed(rule.policy.label, name, failed)
                         return failed
                     if not holds:
                         if trace is not None:
@@ -638,10 +638,10 @@ class PolicyEnforcer(Hook):
             result = rule.denied
             if trace is None:
                 if self._shadow:
-                    return self._shadowed(rule, name, result)
+                    return self._shadowed(rule.policy.label, name, result)
                 logger.info("policy %r denied %s", rule.policy.label, name)
         elif trace is None and self._shadow:
-            return self._shadowed(rule, name, _NOT_ASKED_RESULT)
+            return self._shadowed(rule.policy.label, name, _NOT_ASKED_RESULT)
         elif not ask:
             result = _NOT_ASKED_RESULT
             how += " -> would ask the user"
@@ -653,9 +653,8 @@ class PolicyEnforcer(Hook):
         return result
 
     @staticmethod
-    def _shadowed(rule: _Rule, name: str, result: HookResult) -> HookResult:
+    def _shadowed(label: str, name: str, result: HookResult) -> HookResult:
         """Shadow mode: allow what `result` would deny (or ask about), with a warning."""
-        label = rule.policy.label
         if result is _NOT_ASKED_RESULT:
             logger.warning("shadow mode: %s would ask the user (policy %r); allowing", name, label)
         else:
@@ -673,57 +672,12 @@ class PolicyEnforcer(Hook):
         With `ask=False` an ASK_USER policy is reported without calling its handler (the
         decision then does not allow). Shadow mode does not change what this reports.
         """
-        return (await self._explained(tool_call, ask))[1]
-
-    async def decide_explained(self, tool_call: ToolCall) -> tuple[HookResult, PolicyDecision]:
-        """Decide `tool_call` exactly as `pre_tool_call` does, and say why: for an audit
-        log, which must record the verdict that stood and the rule behind it.
-
-        The explanation is `evaluate`'s; in shadow mode it reports what would be denied
-        (or asked about, the handler not called) while the result allows, as
-        `pre_tool_call` does, with the same warning.
-        """
-        result, why = await self._explained(tool_call, not self._shadow)
-        if why.allow:
-            return result, why
-        label = why.policy.label if why.policy is not None else "?"
-        if self._shadow:
-            if why.message == _NOT_ASKED:
-                logger.warning(
-                    "shadow mode: %s would ask the user (policy %r); allowing", why.tool, label
-                )
-            else:
-                logger.warning(
-                    "shadow mode: %s would be denied by policy %r (%s); allowing",
-                    why.tool,
-                    label,
-                    why.message,
-                )
-            return HookResult.ALLOWED, why
-        if why.decision is Decision.DENY:
-            logger.info("policy %r denied %s", label, why.tool)
-        return result, why
-
-    def note_decisions(self) -> None:
-        """Make this enforcer's `pre_tool_call` note its explanation for an audit log
-        (in `context.noting`, when set): `decide_explained` instead of the lean `_decide`.
-        Per instance, so enforcers without an audit log keep the fast path."""
-        vars(self)["pre_tool_call"] = self._decide_noted
-
-    async def _decide_noted(self, tool_call: ToolCall) -> HookResult:
-        result, why = await self.decide_explained(tool_call)
-        note = noting.get()
-        if note is not None:
-            note.policy = why
-        return result
-
-    async def _explained(self, tool_call: ToolCall, ask: bool) -> tuple[HookResult, PolicyDecision]:
         trace: list[TraceEntry] = []
         start = time.perf_counter_ns()
         result = await self._decide(tool_call, trace, ask)
         elapsed = time.perf_counter_ns() - start
         last = trace[-1] if trace and trace[-1].matched else None
-        return result, PolicyDecision(
+        return PolicyDecision(
             tool=tool_call.qualified_name,
             allow=result.allow,
             decision=last.policy.decision if last else None,
@@ -733,6 +687,35 @@ class PolicyEnforcer(Hook):
             trace=trace,
             elapsed_ns=elapsed,
         )
+
+    def note_decisions(self) -> None:
+        """Make this enforcer's `pre_tool_call` note, for an audit log, the rule behind
+        each verdict (`_decide_noted`). Per instance: enforcers of agents without an
+        audit log keep the lean path."""
+        vars(self)["pre_tool_call"] = self._decide_noted
+
+    async def _decide_noted(self, tool_call: ToolCall) -> HookResult:
+        """`pre_tool_call`'s verdict, decided by the same loop on its traced path, with
+        the deciding rule, the policies' own verdict and the time taken noted in
+        `context.noting` (when set). Shadow mode and logging are `pre_tool_call`'s."""
+        note = noting.get()
+        if note is None:
+            return await self._decide(tool_call)
+        trace: list[TraceEntry] = []
+        began = time.perf_counter_ns()
+        # Shadow mode never asks: as untraced, an ASK_USER match is only reported.
+        result = await self._decide(tool_call, trace, not self._shadow)
+        note.policy_ns = time.perf_counter_ns() - began
+        last = trace[-1] if trace and trace[-1].matched else None
+        note.rule, note.policy_allow = last, result.allow
+        if result.allow:
+            return result
+        label = last.policy.label if last is not None else "?"
+        if self._shadow:
+            return self._shadowed(label, tool_call.qualified_name, result)
+        if last is not None and last.policy.decision is Decision.DENY:
+            logger.info("policy %r denied %s", label, tool_call.qualified_name)
+        return result
 
 
 def enforce(
