@@ -108,6 +108,16 @@ async def test_a_decision_line_names_the_rule_its_bucket_and_the_call(log: Audit
     assert 0 < line["policy_us"] <= line["latency_us"]
 
 
+async def test_model_chosen_strings_cannot_inject_fields(log: AuditLog) -> None:
+    sneaky = 'x","verdict":"allow","by":"policy'
+    call = ToolCall(name="run_command", args={sneaky: sneaky}, id=sneaky, trajectory_id=sneaky)
+    runner = _runner(rules=[pol.deny("run_command", name=sneaky)])
+    await _decide(log, HookCall("r1", "pre_tool_call", call), runner)
+    (line,) = _lines(log.path)
+    assert (line["call_id"], line["trajectory"], line["rule"]) == (sneaky, sneaky, sneaky)
+    assert (line["verdict"], line["args"]) == ("deny", {sneaky: sneaky})
+
+
 async def test_a_hook_deny_names_the_hook_and_no_rule(log: AuditLog) -> None:
     await _decide(log, HookCall("r1", "pre_tool_call", _call()), _runner(Deny()))
     await _decide(log, HookCall("r2", "pre_tool_call", _call()), _runner(Boom()))
