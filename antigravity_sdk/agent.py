@@ -87,6 +87,7 @@ from .types import (
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from .audit import AuditLog, Redactor
     from .harness.connection import Connection
     from .policy import PolicyEnforcer
     from .policy._engine import PolicyLike
@@ -185,6 +186,7 @@ class _Settings:
     output_type: Any = None  # type[BaseModel] | None
     output_schema: str = ""
     tracing: Tracing | None = None
+    audit: AuditLog | None = None  # a template: each agent opens a log of its own
 
 
 class AgentBuilder:
@@ -460,6 +462,23 @@ class AgentBuilder:
         self._settings.tracing = Tracing(tracer_provider, agent_name)
         return self
 
+    def audit_log(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        redact: Redactor | None = None,
+        fsync: bool = False,
+    ) -> AgentBuilder:
+        """Append one JSON line per tool-call decision (and one per turn) to `path`; None
+        turns it off. `redact(args) -> args` filters the arguments first (if it fails,
+        the line says so instead of holding them); `fsync` syncs each line to disk. The
+        file is opened at `start()` (an unusable path is a `ConfigurationError` then).
+        See `antigravity_sdk.audit` for the format and its guarantees."""
+        from .audit import AuditLog
+
+        self._settings.audit = None if path is None else AuditLog(path, redact=redact, fsync=fsync)
+        return self
+
     def build(self) -> Agent:
         """Validate everything that can be checked without the harness: the capabilities
         (no ungoverned tool without the opt-in), the host-side tools' names and
@@ -491,6 +510,8 @@ class AgentBuilder:
             tools=tools.tools,
             timeout=settings.hook_timeout,
         )
+        if settings.audit is not None:
+            enforcer.note_decisions()  # the audit log records the rule behind each verdict
         return Agent(settings, enforcer, tools)
 
 
@@ -634,6 +655,7 @@ class Agent:
         self._started = False
         self.last_stop_reason: StopReason | None = None
         """Why the last turn ended (also for `stream()` and a turn that raised)."""
+        self._audit = settings.audit.copy() if settings.audit is not None else None
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -686,6 +708,8 @@ class Agent:
         settings = self._settings
         save_dir = (settings.save_dir or default_save_dir()).resolve()
         self._check_resumable(save_dir)
+        if self._audit is not None:
+            self._audit.open()
         self._started = True
         self._reset_session()
         try:
@@ -837,6 +861,8 @@ class Agent:
             model, self._owned_model = self._owned_model, None
             if model is not None:
                 await model.stop()
+            if self._audit is not None:
+                self._audit.close()
             self._started = False
 
     @staticmethod
@@ -999,6 +1025,10 @@ class Agent:
         if traced is not None:
             traced.start_turn(self.conversation_id)
         finished = False
+        ended: TurnEnded | None = None
+        self.last_stop_reason = None
+        if self._audit is not None:
+            self._audit.begin_turn()
         deadline = asyncio.get_running_loop().time() + self._settings.turn_timeout
         try:
             try:
@@ -1021,9 +1051,10 @@ class Agent:
                 if isinstance(item, BaseException):
                     finished = True
                     raise item
-                finished = isinstance(item, TurnEnded)
-                if traced is not None and isinstance(item, TurnEnded):
-                    traced.turn_ended(item, self._denial)
+                ended = item if isinstance(item, TurnEnded) else None
+                finished = ended is not None
+                if traced is not None and ended is not None:
+                    traced.turn_ended(ended, self._denial)
                 yield item
                 if finished:
                     return
@@ -1032,6 +1063,11 @@ class Agent:
                 traced.turn_failed(exc)
             raise
         finally:
+            if self._audit is not None:
+                reason = self.last_stop_reason
+                self._audit.end_turn(
+                    self.conversation_id, ended, reason.value if reason else "error"
+                )
             # Closed by the caller's `aclosing` before the turn lock is released. Even so,
             # clear only this turn's state: a generator closed late (by the garbage
             # collector) must never end the turn that came after it.
@@ -1150,7 +1186,12 @@ class Agent:
             hooks = self.hook_runner
             assert hooks is not None, "answering before start()"
             # Any: what one request's `decide` returns is what its own `reply` takes.
-            outcome: Any = await request.decide(hooks, self._tools)
+            if self._audit is not None:
+                outcome: Any = await self._audit.decide(
+                    request, hooks, self._tools, self.conversation_id
+                )
+            else:
+                outcome = await request.decide(hooks, self._tools)
             if request.gates_turn and not outcome.allow:
                 self._denial = outcome
             reply = request.reply(outcome)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["HookContext", "ToolContext", "current_context"]
+__all__ = ["DecisionNote", "HookContext", "ToolContext", "current_context"]
 
 
 class HookContext:
@@ -102,3 +102,28 @@ class ToolContext:
 
     def set_state(self, key: str, value: Any) -> None:
         self._state[key] = value
+
+
+class DecisionNote:
+    """What decided the tool call being dispatched, noted for an agent's audit log.
+
+    Set (in `noting`) only while an agent with an audit log decides a call, so a dispatch
+    without one pays a single context-variable lookup, and only on a deny or a rewrite.
+    The hook runner notes the hook whose deny stood (`hook`) and every hook that rewrote
+    (`rewriters`); the enforcer (`PolicyEnforcer.note_decisions`) notes the deciding
+    rule's `TraceEntry` (`rule`, None when no rule matched), the policies' own verdict
+    (`policy_allow`: False in shadow mode for what would be denied), and its time
+    (`policy_ns`, -1 while the policies have not decided).
+    """
+
+    __slots__ = ("hook", "policy_allow", "policy_ns", "rewriters", "rule")
+
+    def __init__(self) -> None:
+        self.hook = ""
+        self.rewriters: list[str] = []
+        self.rule: Any = None
+        self.policy_allow = True
+        self.policy_ns = -1
+
+
+noting: ContextVar[DecisionNote | None] = ContextVar("antigravity_sdk.noting", default=None)

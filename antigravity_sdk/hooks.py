@@ -27,7 +27,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
-from .context import HookContext, _current
+from .context import HookContext, _current, noting
 from .errors import ConfigurationError, ToolExecutionError
 from .harness.rewrite import json_args
 from .types import (
@@ -362,6 +362,9 @@ class HookRunner:
                 return _ALLOWED
         finally:
             _current.reset(token)
+        note = noting.get()
+        if note is not None and not note.hook:  # an audit log records who denied
+            note.hook = name
         if self._operations:  # denied: there will be no post_tool_call
             self._operations.pop(tool_call.id, None)
         return result
@@ -373,28 +376,35 @@ class HookRunner:
         check, then the later hooks on the checked call (a further rewrite recurses); an
         allow carries the arguments as checked."""
         name = entries[index][0]
+        note = noting.get()
+        if note is not None:
+            note.rewriters.append(name)
         try:
             if _after_review(entries, index):
                 raise ValueError(_AFTER_REVIEW)
             tool_call = self.check_rewrite(tool_call, args)
             checked = _dumps(tool_call.args)  # apart from what the hooks hold
         except Exception as exc:  # any failure of the check refuses the rewrite
+            if note is not None:
+                note.hook = name
             return _rewrite_refused(name, exc)
         for later in range(index + 1, len(entries)):
             name, method = entries[later]
             try:
                 result = await self._call(method, (tool_call,))
             except Exception as exc:
-                return _decide_failed(name, "pre_tool_call", exc)
+                result = _decide_failed(name, "pre_tool_call", exc)
             except asyncio.CancelledError as exc:
                 if _cancelling():
                     raise
-                return _decide_failed(name, "pre_tool_call", exc)
+                result = _decide_failed(name, "pre_tool_call", exc)
             if result is _ALLOWED:
                 continue
             if not isinstance(result, HookResult):
-                return _decide_wrong_type(name, "pre_tool_call", result)
+                result = _decide_wrong_type(name, "pre_tool_call", result)
             if not result.allow:
+                if note is not None:
+                    note.hook = name  # this hook's deny stands, not the rewriter's
                 return result
             if result.args is not None:
                 return await self._rewritten(entries, later, tool_call, result.args)

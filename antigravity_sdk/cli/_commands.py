@@ -305,10 +305,19 @@ def _missing_cli_extra(command: str, *modules: str) -> bool:
     return bool(missing)
 
 
+def _audit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        type=_given,
+        help="append a JSON line per tool-call decision and per turn to PATH",
+    )
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return asyncio.run(run_demo(base_url=args.base_url, model=args.model))
+    return asyncio.run(run_demo(base_url=args.base_url, model=args.model, audit_log=args.audit_log))
 
 
 def _chat(args: argparse.Namespace) -> int:
@@ -326,7 +335,13 @@ def _chat(args: argparse.Namespace) -> int:
     from .chat import run_chat
 
     return asyncio.run(
-        run_chat(args.prompt, policies_file=args.policies, base_url=args.base_url, model=args.model)
+        run_chat(
+            args.prompt,
+            policies_file=args.policies,
+            base_url=args.base_url,
+            model=args.model,
+            audit_log=args.audit_log,
+        )
     )
 
 
@@ -336,6 +351,7 @@ def add_demo(subparsers: Subparsers) -> None:
         "demo", help="run a governed session on the real harness (offline by default)"
     )
     _model_options(parser)
+    _audit_option(parser)
     parser.set_defaults(run=_demo)
 
 
@@ -350,7 +366,41 @@ def add_chat(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--policies", metavar="FILE", help="a TOML policy file")
     _model_options(parser)
+    _audit_option(parser)
     parser.set_defaults(run=_chat)
+
+
+# -- antigravity audit ------------------------------------------------------------------------
+
+
+def _audit_summarize(args: argparse.Namespace) -> int:
+    from ..audit import render_summary, summarize
+
+    try:
+        summary = summarize(args.file)
+    except OSError as exc:
+        print(f"error: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    render_summary(summary, sys.stdout)
+    if summary.unreadable:
+        print(
+            f"warning: {summary.unreadable} unreadable line(s) skipped (a crash mid-write "
+            "leaves a truncated last line)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def add_audit(subparsers: Subparsers) -> None:
+    """`antigravity audit summarize FILE`: what an agent's audit log says, as tables."""
+    parser = subparsers.add_parser("audit", help="read an agent's audit log")
+    commands = parser.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
+    summarize = commands.add_parser(
+        "summarize",
+        help="per tool: allowed/denied/asked, top deny reasons, latency; per turn: usage",
+    )
+    summarize.add_argument("file", metavar="FILE", help="a JSON-lines audit log")
+    summarize.set_defaults(run=_audit_summarize)
 
 
 # -- registry ---------------------------------------------------------------------------------
@@ -360,6 +410,7 @@ from .conversations import add_conversations  # noqa: E402 - its own module, reg
 COMMANDS: list[Callable[[Subparsers], None]] = [
     add_demo,
     add_chat,
+    add_audit,
     add_policy,
     add_harness,
     add_doctor,

@@ -38,6 +38,7 @@ async def run_chat(
     model: str | None = None,
     out: TextIO = sys.stdout,
     err: TextIO | None = None,
+    audit_log: str | None = None,
 ) -> int:
     """`antigravity chat PROMPT`: one turn on a real model in the current directory.
 
@@ -48,7 +49,7 @@ async def run_chat(
     happen (a model call it retries), to `err` (default stderr). The policy file is
     read before the model is resolved, so a bad file is reported first. Exit codes:
     0 answered, 1 the turn failed or was denied, 2 not runnable (no model configured,
-    bad policy file, no harness).
+    bad policy file, no harness). `audit_log`: a path for `AgentBuilder.audit_log`.
     """
     from ..agent import Agent
     from ..harness.config import resolve_model
@@ -70,6 +71,7 @@ async def run_chat(
                 .model(settings.name, base_url=settings.base_url, api_key=settings.api_key)
                 .save_dir(root / "conversations")
                 .app_data_dir(root / "app-data")
+                .audit_log(audit_log)
                 .build()
             )
             reporter.enforcer = agent.policy_enforcer

@@ -329,11 +329,13 @@ async def demo_session(
     harness_path: str | None = None,
     scripted: bool | None = None,
     turn_timeout: float = 300.0,
+    audit_log: str | None = None,
 ) -> DemoReport:
     """Run the demo session and return its structured report (printing to `out` if given).
 
     `scripted=True` forces the offline ScriptedModel; `None` picks a real model when one
-    is configured (`base_url`/`model`, or `GEMINI_API_KEY`). Raises `AntigravityError`
+    is configured (`base_url`/`model`, or `GEMINI_API_KEY`). `audit_log`: a path for
+    `AgentBuilder.audit_log`. Raises `AntigravityError`
     (e.g. `HarnessNotFoundError`) when the session cannot start.
     """
     from ..agent import Agent
@@ -359,6 +361,7 @@ async def demo_session(
                 .save_dir(root / "conversations")
                 .app_data_dir(root / "app-data")
                 .turn_timeout(turn_timeout)
+                .audit_log(audit_log)
             )
             if settings is None:
                 builder.model(_scripted_model(str(ws)))
@@ -413,12 +416,17 @@ async def run_demo(
     model: str | None = None,
     out: TextIO = sys.stdout,
     harness_path: str | None = None,
+    audit_log: str | None = None,
 ) -> int:
     """`antigravity demo`: 0 when the session went as designed, 1 if not, 2 when it
     could not run (no harness, an unusable model configuration)."""
     try:
         report = await demo_session(
-            base_url=base_url, model=model, out=out, harness_path=harness_path
+            base_url=base_url,
+            model=model,
+            out=out,
+            harness_path=harness_path,
+            audit_log=audit_log,
         )
     except AntigravityError as exc:
         return print_error(out, exc)

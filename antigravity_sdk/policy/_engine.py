@@ -28,6 +28,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from pydantic import BaseModel
 
+from ..context import noting
 from ..errors import PolicyError
 from ..harness.catalog import INTERNAL_NAMES, TOOLS, Governance
 from ..hooks import Hook, _cancelling
@@ -616,7 +617,7 @@ class PolicyEnforcer(Hook):
                         if failed is None:
                             continue
                         if enforcing and self._shadow:
-                            return self._shadowed(rule, name, failed)
+                            return self._shadowed(rule.policy.label, name, failed)
                         return failed
                     if not holds:
                         if trace is not None:
@@ -660,12 +661,11 @@ class PolicyEnforcer(Hook):
             how += " -> user approved" if result.allow else " -> not approved"
         if trace is not None:
             _note(trace, rule, True, how, began)
-        return self._shadowed(rule, name, result) if shadow else result
+        return self._shadowed(rule.policy.label, name, result) if shadow else result
 
     @staticmethod
-    def _shadowed(rule: _Rule, name: str, result: HookResult) -> HookResult:
+    def _shadowed(label: str, name: str, result: HookResult) -> HookResult:
         """Shadow mode: allow what `result` would deny (or ask about), with a warning."""
-        label = rule.policy.label
         if result is _NOT_ASKED_RESULT:
             logger.warning("shadow mode: %s would ask the user (policy %r); allowing", name, label)
         else:
@@ -710,6 +710,35 @@ class PolicyEnforcer(Hook):
             trace=trace,
             elapsed_ns=elapsed,
         )
+
+    def note_decisions(self) -> None:
+        """Make this enforcer's `pre_tool_call` note, for an audit log, the rule behind
+        each verdict (`_decide_noted`). Per instance: enforcers of agents without an
+        audit log keep the lean path."""
+        vars(self)["pre_tool_call"] = self._decide_noted
+
+    async def _decide_noted(self, tool_call: ToolCall) -> HookResult:
+        """`pre_tool_call`'s verdict, decided by the same loop on its traced path, with
+        the deciding rule, the policies' own verdict and the time taken noted in
+        `context.noting` (when set). Shadow mode and logging are `pre_tool_call`'s."""
+        note = noting.get()
+        if note is None:
+            return await self._decide(tool_call)
+        trace: list[TraceEntry] = []
+        began = time.perf_counter_ns()
+        # Shadow mode never asks: as untraced, an ASK_USER match is only reported.
+        result = await self._decide(tool_call, trace, not self._shadow, enforcing=False)
+        note.policy_ns = time.perf_counter_ns() - began
+        last = trace[-1] if trace and trace[-1].matched else None
+        note.rule, note.policy_allow = last, result.allow
+        if result.allow:
+            return result
+        label = last.policy.label if last is not None else "?"
+        if self._shadow:
+            return self._shadowed(label, tool_call.qualified_name, result)
+        if last is not None and last.policy.decision is Decision.DENY:
+            logger.info("policy %r denied %s", label, tool_call.qualified_name)
+        return result
 
 
 def enforce(

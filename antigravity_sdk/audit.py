@@ -1,0 +1,523 @@
+"""The audit log: one JSON line per tool-call decision an agent makes, one per turn.
+
+`AgentBuilder.audit_log(path)` turns it on. Each decision line says when, in which
+conversation and trajectory, which tool with which arguments (after the `redact` hook),
+the verdict, and what decided it: a policy rule (with its bucket), a hook (by name), or
+the SDK itself (a refusal before any hook is asked, or a failure to decide). A rewrite
+records the arguments as rewritten too. Each turn ends with a line holding its usage and
+stop reason. `summarize()` (`antigravity audit summarize FILE`) reads a log back.
+
+Crash safety: every line is one `os.write` on a file opened with `O_APPEND`, right after
+the decision, with nothing buffered across decisions. So a crash of the process loses at
+most the line being written (the reader skips a truncated last line), and agents
+appending to the same file never interleave within a line: POSIX makes appends up to
+`PIPE_BUF` (4096 bytes on Linux) atomic, and local Linux filesystems serialise whole
+appends to a regular file (longer lines, e.g. a large `write_to_file`, stay whole in
+practice; not on NFS). Lines reach the kernel at once but the disk only when the kernel
+flushes them, unless `fsync=True` (see docs/api.md for the cost). The log grows without
+bound: rotate it with logrotate's `copytruncate` (writes after the truncation land at
+the new end, as `O_APPEND` writes do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import statistics
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _encode_string
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from .context import DecisionNote, noting
+from .errors import ConfigurationError
+from .harness.effects import ConfirmTool, HookCall, PolicyRequest
+from .policy import BUCKETS, Decision
+from .types import HookResult, ToolCall, UsageMetadata
+
+if TYPE_CHECKING:
+    from .harness.effects import HookDispatch, Request, ToolRun, TurnEnded
+
+__all__ = [
+    "REDACTION_FAILED",
+    "AuditLog",
+    "AuditSummary",
+    "Redactor",
+    "read_entries",
+    "render_summary",
+    "summarize",
+]
+
+logger = logging.getLogger("antigravity_sdk.audit")
+
+VERSION: Final = 1
+"""The line format's version (`"v"` in every line)."""
+
+REDACTION_FAILED: Final = "<redaction failed>"
+"""What a line holds instead of the arguments when the redactor raised or returned
+something that is not a JSON-serialisable mapping: never the raw arguments."""
+
+Redactor = Callable[[dict[str, Any]], Mapping[str, Any]]
+"""`redact(args) -> args`: gets a private copy of a call's arguments, returns what to log."""
+
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
+"""Built once (`json.dumps` with options builds one per call). ASCII output, so no
+character any reader takes for a line break (U+2028, U+0085...) is written raw."""
+_STRICT: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""For a redactor's answer: plain JSON or nothing (no `str()` of unknown objects)."""
+
+
+_NO_RULE: Final = 'null,"decision":null,"bucket":null,"bucket_name":null'
+
+
+def _str(value: object) -> str:
+    """A JSON string literal (ASCII) of `value` as text."""
+    return _encode_string(value if isinstance(value, str) else str(value))
+
+
+_last_second: tuple[int, str] = (-1, "")  # the last whole second, formatted
+
+
+def _iso(t: float) -> str:
+    """`t` as ISO 8601 UTC with microseconds; the seconds part is formatted once a second."""
+    global _last_second
+    whole = int(t)
+    cached = _last_second  # one read: another thread may replace it meanwhile
+    if cached[0] != whole:
+        cached = _last_second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{cached[1]}.{int((t - whole) * 1_000_000):06d}Z"
+
+
+def _usage(usage: UsageMetadata | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {
+        "prompt": usage.prompt_token_count,
+        "cached": usage.cached_content_token_count,
+        "candidates": usage.candidates_token_count,
+        "thoughts": usage.thoughts_token_count,
+        "total": usage.total_token_count,
+    }
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):  # closing is all that is left to do
+        os.close(fd)
+
+
+class AuditLog:
+    """Appends an agent's decision and turn lines to `path` (see the module docstring).
+
+    The agent opens it at `start()` and closes it at `stop()`. Writing never breaks a
+    turn: a failed write is logged on `antigravity_sdk.audit` and counted in
+    `write_errors`, and the decision stands as made.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        redact: Redactor | None = None,
+        fsync: bool = False,
+    ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(f"audit_log takes a file path, got {type(path).__name__}")
+        if redact is not None and not callable(redact):
+            raise TypeError(f"redact must be callable (args -> args), got {redact!r}")
+        if not isinstance(fsync, bool):
+            raise TypeError(f"fsync must be a bool, got {fsync!r}")
+        self.path = Path(path)
+        self.redact = redact
+        self.fsync = fsync
+        self.write_errors = 0
+        self._fd = -1
+        self._closer: weakref.finalize[Any, Any] | None = None
+        self._turn = 0
+        self._decisions = 0
+        self._denied = 0
+        self._rules: dict[int, tuple[Any, str]] = {}  # id(policy) -> (policy, its JSON)
+        self._conversation = ("", '""')  # the last conversation id, and its JSON
+
+    def copy(self) -> AuditLog:
+        """A new, unopened log with the same settings: one per agent."""
+        return AuditLog(self.path, redact=self.redact, fsync=self.fsync)
+
+    # -- the file ----------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open (creating, mode 0600: arguments may be sensitive) for appending; a path
+        that cannot be opened is a `ConfigurationError`."""
+        if self._fd >= 0:
+            return
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        try:
+            self._fd = os.open(self.path, flags, 0o600)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot open the audit log {str(self.path)!r}: {exc.strerror or exc}"
+            ) from None
+        self._closer = weakref.finalize(self, _close, self._fd)
+
+    def close(self) -> None:
+        if self._closer is not None:
+            self._closer()
+            self._closer = None
+        self._fd = -1
+
+    def write(self, entry: Mapping[str, Any]) -> None:
+        """Append `entry` as one JSON line."""
+        try:
+            line = _ENCODER.encode(entry)
+        except Exception as exc:
+            self._failed("could not encode an audit line", exc)
+            return
+        self._append(line)
+
+    def _append(self, line: str) -> None:
+        """One `os.write` of `line` and a newline (more only after a short write)."""
+        try:
+            data = (line + "\n").encode("ascii")
+            if self._fd < 0:
+                raise OSError("the audit log is not open")
+            written = os.write(self._fd, data)
+            while written < len(data):  # a full disk or a signal; the rest follows
+                written += os.write(self._fd, data[written:])
+            if self.fsync:
+                os.fsync(self._fd)
+        except Exception as exc:
+            self._failed(f"could not write to the audit log {self.path}", exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        self.write_errors += 1
+        # The type, and the text only of OS errors: other messages may quote the line.
+        detail = str(exc) if isinstance(exc, OSError) else type(exc).__name__
+        logger.error("%s: %s", what, detail)
+
+    # -- decisions ---------------------------------------------------------------------
+
+    async def decide(
+        self, request: Request, hooks: HookDispatch, tools: ToolRun, conversation: str
+    ) -> Any:
+        """`request.decide(hooks, tools)`, and for a tool-call decision a line saying
+        what was decided and by what (also when deciding fails: the refusal that
+        follows is logged as the SDK's)."""
+        if isinstance(request, HookCall):
+            if request.event != "pre_tool_call":
+                return await request.decide(hooks, tools)
+            route, call = "pre_tool_call", request.arg
+        elif isinstance(request, PolicyRequest | ConfirmTool):
+            route = "policy_request" if isinstance(request, PolicyRequest) else "confirmation"
+            call = request.call
+        else:
+            return await request.decide(hooks, tools)
+        note = DecisionNote()
+        token = noting.set(note)
+        began = time.perf_counter_ns()
+        try:
+            outcome: Any = await request.decide(hooks, tools)
+        except BaseException as exc:
+            failed = HookResult.denied(f"the SDK could not decide: {type(exc).__name__}")
+            self._decision(request, route, call, conversation, failed, note, began)
+            raise
+        finally:
+            noting.reset(token)
+        self._decision(request, route, call, conversation, outcome, note, began)
+        return outcome
+
+    def _decision(
+        self,
+        request: Request,
+        route: str,
+        call: ToolCall | None,
+        conversation: str,
+        outcome: HookResult,
+        note: DecisionNote,
+        began: int,
+    ) -> None:
+        """Write the decision's line. Built as text, not as a dict to encode: a third of
+        the cost, on every tool call (benches/bench_audit.py)."""
+        latency = (time.perf_counter_ns() - began) / 1000
+        allow = outcome.allow
+        decided = note.policy_ns >= 0  # the policies ran (they come last)
+        if allow:
+            by = "policy" if decided else "sdk"
+        elif decided and not note.policy_allow:
+            by = "policy"
+        else:
+            by = "hook" if note.hook else "sdk"
+        rule = note.rule if by == "policy" else None
+        self._decisions += 1
+        self._denied += not allow
+        try:
+            if call is not None:
+                trajectory, tool = call.trajectory_id, _str(call.qualified_name)
+                args = self._args(call.args)
+            else:  # a step the SDK could not describe
+                trajectory, tool, args = getattr(request, "trajectory_id", ""), "null", "null"
+            ruled = self._rule_json(rule.policy, rule.bucket) if rule is not None else _NO_RULE
+            policy_us = f"{note.policy_ns / 1000:.1f}" if decided else "null"
+            line = (
+                f'{{"v":{VERSION},"kind":"decision","time":"{_iso(time.time())}",'
+                f'"conversation":{self._conversation_json(conversation)},"turn":{self._turn},'
+                f'"trajectory":{_str(trajectory)},"call_id":{_str(call.id if call else "")},'
+                f'"route":"{route}","tool":{tool},"args":{args},'
+                f'"verdict":"{"allow" if allow else "deny"}","by":"{by}","rule":{ruled},'
+                f'"hook":{_str(note.hook) if by == "hook" else "null"},'
+                f'"message":{_str("" if allow else outcome.message)},'
+                f'"latency_us":{latency:.1f},"policy_us":{policy_us}'
+            )
+            if allow and decided and not note.policy_allow:  # shadow mode: what it would do
+                asks = rule is not None and rule.policy.decision is Decision.ASK_USER
+                line += f',"shadow":"{"ask" if asks else "deny"}"'
+            if note.rewriters:  # also when a later hook denied the rewritten call
+                line += f',"rewritten_by":{_ENCODER.encode([str(n) for n in note.rewriters])}'
+            if outcome.args is not None:
+                line += f',"rewritten_args":{self._args(outcome.args)}'
+        except Exception as exc:  # never break the turn
+            self._failed("could not build an audit line", exc)
+            return
+        self._append(line + "}")
+
+    def _rule_json(self, policy: Any, bucket: int) -> str:
+        """The line's rule fields for `policy` (a `Policy`), built once per rule."""
+        cached = self._rules.get(id(policy))
+        if cached is None or cached[0] is not policy:
+            text = (
+                f'{_str(policy.label)},"decision":{_str(policy.decision.value)},'
+                f'"bucket":{int(bucket)},"bucket_name":{_str(BUCKETS[bucket])}'
+            )
+            cached = self._rules[id(policy)] = (policy, text)
+        return cached[1]
+
+    def _conversation_json(self, conversation: str) -> str:
+        if conversation != self._conversation[0]:
+            self._conversation = (conversation, _str(conversation))
+        return self._conversation[1]
+
+    def _args(self, args: dict[str, Any]) -> str:
+        """`args` as JSON, through the redactor, fail-closed: on any failure the marker
+        (the arguments as the hooks saw them are never written after a failed redaction)."""
+        redact = self.redact
+        try:
+            if redact is None:
+                return _ENCODER.encode(args)
+            copy = json.loads(_ENCODER.encode(args))  # the redactor's own to change
+            redacted = redact(copy)
+            if not isinstance(redacted, Mapping):
+                raise TypeError(f"redact returned {type(redacted).__name__}, not a mapping")
+            return _STRICT.encode(dict(redacted))
+        except Exception as exc:
+            # Only the type: a redactor's message may quote the very value it was hiding.
+            logger.error("audit log: arguments left out (%s)", type(exc).__name__)
+            return _str(REDACTION_FAILED)
+
+    # -- turns -------------------------------------------------------------------------
+
+    def begin_turn(self) -> None:
+        self._turn += 1
+        self._decisions = self._denied = 0
+
+    def end_turn(self, conversation: str, ended: TurnEnded | None, stop_reason: str) -> None:
+        """The turn's line: its usage (None when it did not end normally) and why it ended."""
+        response = ended.response if ended is not None else None
+        self.write(
+            {
+                "v": VERSION,
+                "kind": "turn",
+                "time": _iso(time.time()),
+                "conversation": conversation,
+                "turn": self._turn,
+                "stop_reason": stop_reason,
+                "error": ended.error if ended is not None else "",
+                "usage": _usage(response.usage) if response is not None else None,
+                "usage_by_trajectory": {
+                    trajectory: _usage(usage)
+                    for trajectory, usage in (
+                        response.usage_by_trajectory.items() if response is not None else ()
+                    )
+                },
+                "decisions": self._decisions,
+                "denied": self._denied,
+            }
+        )
+
+
+# -- reading it back -------------------------------------------------------------------------
+
+
+def read_entries(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:
+    """The log's entries, and how many lines could not be read (a truncated last line
+    after a crash, or damage); raises OSError when the file cannot be read."""
+    entries: list[dict[str, Any]] = []
+    bad = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                bad += 1
+                continue
+            if isinstance(entry, dict) and entry.get("kind") in ("decision", "turn"):
+                entries.append(entry)
+            else:
+                bad += 1
+    return entries, bad
+
+
+@dataclass
+class ToolStats:
+    """One tool's decisions: counts, why denials happened, how long deciding took."""
+
+    tool: str
+    allowed: int = 0
+    denied: int = 0
+    asked: int = 0
+    deny_reasons: Counter[str] = field(default_factory=Counter)
+    latencies_us: list[float] = field(default_factory=list)
+
+    def percentile(self, q: float) -> float:
+        values = sorted(self.latencies_us)
+        if not values:
+            return 0.0
+        if len(values) == 1:
+            return values[0]
+        return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+@dataclass
+class AuditSummary:
+    """What `summarize` makes of a log."""
+
+    tools: dict[str, ToolStats]
+    turns: list[dict[str, Any]]
+    unreadable: int
+
+
+def _deny_reason(entry: Mapping[str, Any]) -> str:
+    by = entry.get("by")
+    if by == "policy":
+        return f"rule {entry.get('rule')}"
+    if by == "hook":
+        return f"hook {entry.get('hook')}"
+    return "sdk refusal"
+
+
+def summarize(path: str | os.PathLike[str]) -> AuditSummary:
+    """Per tool: allowed / denied / asked counts, the top deny reasons, decision latency;
+    per turn: stop reason and usage. Lines that cannot be read are counted, not fatal."""
+    entries, bad = read_entries(path)
+    tools: dict[str, ToolStats] = {}
+    turns: list[dict[str, Any]] = []
+    for entry in entries:
+        if entry["kind"] == "turn":
+            turns.append(entry)
+            continue
+        name = str(entry.get("tool") or "(undescribed)")
+        stats = tools.setdefault(name, ToolStats(name))
+        if entry.get("verdict") == "allow":
+            stats.allowed += 1
+        else:
+            stats.denied += 1
+            stats.deny_reasons[_deny_reason(entry)] += 1
+        if entry.get("decision") == "ask_user":
+            stats.asked += 1
+        latency = entry.get("latency_us")
+        if isinstance(latency, int | float):
+            stats.latencies_us.append(float(latency))
+    return AuditSummary(dict(sorted(tools.items())), turns, bad)
+
+
+def _rows(summary: AuditSummary) -> tuple[list[list[str]], list[list[str]]]:
+    tool_rows = []
+    for stats in summary.tools.values():
+        top = ", ".join(f"{reason} ({n})" for reason, n in stats.deny_reasons.most_common(3))
+        tool_rows.append(
+            [
+                stats.tool,
+                str(stats.allowed),
+                str(stats.denied),
+                str(stats.asked),
+                f"{stats.percentile(50):.1f}",
+                f"{stats.percentile(95):.1f}",
+                top or "-",
+            ]
+        )
+    turn_rows = []
+    totals = [0, 0, 0]
+    for turn in summary.turns:
+        usage = turn.get("usage") or {}
+        counts = [int(usage.get(k, 0) or 0) for k in ("prompt", "candidates", "total")]
+        totals = [a + b for a, b in zip(totals, counts, strict=True)]
+        turn_rows.append(
+            [
+                str(turn.get("conversation", ""))[:13],
+                str(turn.get("turn", "")),
+                str(turn.get("stop_reason", "")),
+                str(turn.get("decisions", "")),
+                *(str(c) for c in counts),
+            ]
+        )
+    if turn_rows:
+        count = f"{len(turn_rows)} turn{'' if len(turn_rows) == 1 else 's'}"
+        turn_rows.append(["total", "", count, "", *(str(t) for t in totals)])
+    return tool_rows, turn_rows
+
+
+TOOL_COLUMNS: Final = ("tool", "allowed", "denied", "asked", "p50 µs", "p95 µs", "top deny reasons")
+TURN_COLUMNS: Final = (
+    "conversation",
+    "turn",
+    "stop reason",
+    "decisions",
+    "prompt tok",
+    "output tok",
+    "total tok",
+)
+
+
+def _plain(title: str, columns: Iterable[str], rows: list[list[str]], out: IO[str]) -> None:
+    header = list(columns)
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    out.write(f"{title}\n")
+    for row in [header, ["-" * w for w in widths], *rows]:
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        out.write("\n")
+    out.write("\n")
+
+
+def render_summary(summary: AuditSummary, out: IO[str], *, plain: bool = False) -> None:
+    """Print the two tables: with `rich` when it is importable (and not `plain`), else
+    as aligned plain text."""
+    tool_rows, turn_rows = _rows(summary)
+    tables = [("Decisions by tool", TOOL_COLUMNS, tool_rows)]
+    if turn_rows:
+        tables.append(("Turns", TURN_COLUMNS, turn_rows))
+    console: Any = None
+    if not plain:
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            pass
+        else:
+            console = Console(
+                file=out, width=max(120, Console(file=out).width), markup=False, highlight=False
+            )
+    for title, columns, rows in tables:
+        if console is None:
+            _plain(title, columns, rows, out)
+            continue
+        table = Table(title=title, title_justify="left")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
