@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import difflib
 import gc
 import inspect
@@ -571,14 +572,14 @@ class PolicyEnforcer(Hook):
         tool_call: ToolCall,
         trace: list[TraceEntry] | None = None,
         ask: bool = True,
-        enforcing: bool = True,
     ) -> HookResult:
-        """The one evaluation loop: `pre_tool_call` is this, and `evaluate` calls it.
+        """The one evaluation loop: `pre_tool_call` is this; `evaluate` and `decide` call
+        it with a trace.
 
         With a `trace` every rule considered is recorded in it, the deciding one last (and
-        timed). `enforcing` (pre_tool_call, `decide`) logs denials and in shadow mode allows
-        what it would deny (or ask about); `evaluate` passes False: only predicate and
-        handler failures are logged. With `ask` False an ASK_USER match is
+        timed), and only predicate and handler failures are logged (`decide` enforces the
+        result itself). Without one it enforces: it logs denials, and in shadow mode allows
+        what it would deny (or ask about). With `ask` False an ASK_USER match is
         `_NOT_ASKED_RESULT`, its handler not called.
         """
         # `tool_call.qualified_name`, inlined: the property costs 10-25% of a decision on
@@ -616,7 +617,7 @@ class PolicyEnforcer(Hook):
                             _note(trace, rule, failed is not None, outcome, began)
                         if failed is None:
                             continue
-                        if enforcing and self._shadow:
+                        if trace is None and self._shadow:
                             return self._shadowed(rule.policy.label, name, failed)
                         return failed
                     if not holds:
@@ -625,7 +626,7 @@ class PolicyEnforcer(Hook):
                         continue
                 result = rule.result
                 if result is None:  # DENY or ASK_USER: logged, asked, or shadowed
-                    return await self._act(rule, tool_call, name, trace, ask, began, enforcing)
+                    return await self._act(rule, tool_call, name, trace, ask, began)
                 if trace is not None:
                     _note(trace, rule, True, _how(rule), began)
                 return result
@@ -643,15 +644,14 @@ class PolicyEnforcer(Hook):
         trace: list[TraceEntry] | None,
         ask: bool,
         began: int,
-        enforcing: bool,
     ) -> HookResult:
-        """A DENY or ASK_USER rule matched (see `_decide`): deny, logged when enforcing;
-        ask its handler, or report it would; enforcing in shadow mode, allow with a warning."""
+        """A DENY or ASK_USER rule matched (see `_decide`): deny, logged unless traced; ask
+        its handler, or report it would; untraced in shadow mode, allow with a warning."""
         how = _how(rule)
-        shadow = enforcing and self._shadow
+        shadow = trace is None and self._shadow
         if rule.policy.decision is Decision.DENY:
             result = rule.denied
-            if enforcing and not shadow:
+            if trace is None and not shadow:
                 logger.info("policy %r denied %s", rule.policy.label, name)
         elif shadow or not ask:
             result = _NOT_ASKED_RESULT
@@ -683,21 +683,38 @@ class PolicyEnforcer(Hook):
         With `ask=False` an ASK_USER policy is reported without calling its handler (the
         decision then does not allow). Shadow mode does not change what this reports.
         """
-        _, decision = await self._traced(tool_call, ask, enforcing=False)
+        _, decision = await self._traced(tool_call, ask)
         return decision
 
     async def decide(self, tool_call: ToolCall) -> tuple[HookResult, PolicyDecision]:
         """Enforce on `tool_call` exactly as `pre_tool_call` does (shadow mode and logging
-        included), and say which rule decided: what tracing reports. Slower than
-        `pre_tool_call` (every rule considered is timed and recorded)."""
-        return await self._traced(tool_call, True, enforcing=True)
+        included), and say which rule decided: what tracing reports, and what an audit
+        log's note (`context.noting`, when set) gets: the deciding rule, the policies' own
+        verdict (before shadow mode) and the time taken. Slower than `pre_tool_call`
+        (every rule considered is timed and recorded)."""
+        # Shadow mode never asks: as in pre_tool_call, an ASK_USER match is only reported.
+        result, decision = await self._traced(tool_call, not self._shadow)
+        last = decision.trace[-1] if decision.trace and decision.trace[-1].matched else None
+        note = noting.get()
+        if note is not None:
+            note.policy_ns = decision.elapsed_ns
+            note.rule, note.policy_allow = last, result.allow
+        if result.allow:
+            return result, decision
+        label = last.policy.label if last is not None else "?"
+        if self._shadow:
+            allowed = self._shadowed(label, tool_call.qualified_name, result)
+            return allowed, dataclasses.replace(decision, allow=True, message=allowed.message)
+        if last is not None and last.policy.decision is Decision.DENY:
+            logger.info("policy %r denied %s", label, tool_call.qualified_name)
+        return result, decision
 
-    async def _traced(
-        self, tool_call: ToolCall, ask: bool, *, enforcing: bool
-    ) -> tuple[HookResult, PolicyDecision]:
+    async def _traced(self, tool_call: ToolCall, ask: bool) -> tuple[HookResult, PolicyDecision]:
+        """`_decide` with every rule considered recorded, not enforcing (no shadow, no
+        denial logged): `evaluate` reports it, `decide` enforces it."""
         trace: list[TraceEntry] = []
         start = time.perf_counter_ns()
-        result = await self._decide(tool_call, trace, ask, enforcing)
+        result = await self._decide(tool_call, trace, ask)
         elapsed = time.perf_counter_ns() - start
         last = trace[-1] if trace and trace[-1].matched else None
         return result, PolicyDecision(
@@ -713,31 +730,15 @@ class PolicyEnforcer(Hook):
 
     def note_decisions(self) -> None:
         """Make this enforcer's `pre_tool_call` note, for an audit log, the rule behind
-        each verdict (`_decide_noted`). Per instance: enforcers of agents without an
-        audit log keep the lean path."""
+        each verdict (`decide`). Per instance: enforcers of agents without an audit log
+        keep the lean path."""
         vars(self)["pre_tool_call"] = self._decide_noted
 
     async def _decide_noted(self, tool_call: ToolCall) -> HookResult:
-        """`pre_tool_call`'s verdict, decided by the same loop on its traced path, with
-        the deciding rule, the policies' own verdict and the time taken noted in
-        `context.noting` (when set). Shadow mode and logging are `pre_tool_call`'s."""
-        note = noting.get()
-        if note is None:
+        """`pre_tool_call`, through `decide` while an audit log's note is set."""
+        if noting.get() is None:
             return await self._decide(tool_call)
-        trace: list[TraceEntry] = []
-        began = time.perf_counter_ns()
-        # Shadow mode never asks: as untraced, an ASK_USER match is only reported.
-        result = await self._decide(tool_call, trace, not self._shadow, enforcing=False)
-        note.policy_ns = time.perf_counter_ns() - began
-        last = trace[-1] if trace and trace[-1].matched else None
-        note.rule, note.policy_allow = last, result.allow
-        if result.allow:
-            return result
-        label = last.policy.label if last is not None else "?"
-        if self._shadow:
-            return self._shadowed(label, tool_call.qualified_name, result)
-        if last is not None and last.policy.decision is Decision.DENY:
-            logger.info("policy %r denied %s", label, tool_call.qualified_name)
+        result, _ = await self.decide(tool_call)
         return result
 
 
