@@ -57,6 +57,7 @@ from .harness.effects import (
     Chunk,
     Effect,
     Frame,
+    HookCall,
     Initialized,
     Request,
     SessionEnded,
@@ -80,6 +81,7 @@ from .types import (
     Step,
     StopReason,
     StreamChunk,
+    ToolCall,
     ToolOutputLimit,
     UsageMetadata,
 )
@@ -1194,6 +1196,7 @@ class Agent:
                 outcome = await request.decide(hooks, self._tools)
             if request.gates_turn and not outcome.allow:
                 self._denial = outcome
+            self._note_denial(request, outcome)
             reply = request.reply(outcome)
         except BaseException as exc:
             if not isinstance(exc, asyncio.CancelledError):
@@ -1201,11 +1204,23 @@ class Agent:
             reason = _failure_reason(exc)
             if request.gates_turn:
                 self._denial = HookResult(allow=False, message=reason)
+            self._note_denial(request, HookResult(allow=False, message=reason))
             await self._send_quietly(request.refuse(reason))
             if isinstance(exc, Exception):
                 return
             raise
         await self._send_quietly(reply)
+
+    def _note_denial(self, request: Request, outcome: Any) -> None:
+        """A denied tool call, for the turn's `denied` step (`Step.kind`)."""
+        if (
+            isinstance(request, HookCall)
+            and request.event == "pre_tool_call"
+            and isinstance(request.arg, ToolCall)
+            and not outcome.allow
+            and self._core is not None
+        ):
+            self._core.note_denial(request.arg, outcome.message)
 
     async def _send_quietly(self, frame: Frame) -> None:
         conn = self._conn

@@ -135,14 +135,16 @@ class UsageMetadata(_Model):
 
 
 StepState = Literal["active", "done", "waiting_for_user", "error", "unknown"]
-StepKind = Literal["text", "tool_call", "system", "user", "compaction", "finish", "error"]
+StepKind = Literal["text", "tool_call", "denied", "system", "user", "compaction", "finish", "error"]
 
 
 class Step(_Model):
     """One step of a trajectory: a model message, a tool action, an error.
 
     `kind` says which; for tool steps `tool_call` holds the call and `output` what it
-    printed or returned. Fields the SDK does not model are dropped, not errors.
+    printed or returned. A tool call the hooks or policies denied is a `denied` step:
+    `tool_call` is the call, `error` the reason the model read (a policy's names the rule:
+    "Denied by policy 'no-rm'."). Fields the SDK does not model are dropped, not errors.
     """
 
     step_index: int = 0

@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 from .._reasons import StopReason
 from ..errors import ProtocolError, ToolExecutionError
@@ -141,13 +141,18 @@ class _StepState:
     asked: bool = False
     reported: bool = False  # its tool_result chunk was streamed
 
-    def to_step(self, executed: ToolCall | None) -> Step:
-        """The public view; `executed` is the call a tool step runs (see `_executed_call`)."""
+    def to_step(self, executed: ToolCall | None, denied: Denial | None = None) -> Step:
+        """The public view; `executed` is the call a tool step runs (see `_executed_call`),
+        `denied` the call and reason of a denial that ended this step."""
         tool_call: ToolCall | None = None
         output: str | None = None
         exit_code: int | None = None
+        error = self.error
         kind: Any
-        if _is_tool_action(self.action):
+        if denied is not None and self.state == "error":
+            kind = "denied"
+            tool_call, error = denied
+        elif _is_tool_action(self.action):
             kind = "tool_call"
             tool_call = executed
             if self.action == "runCommand":
@@ -181,8 +186,12 @@ class _StepState:
             tool_call=tool_call,
             output=output,
             exit_code=exit_code,
-            error=self.error,
+            error=error,
         )
+
+
+Denial: TypeAlias = tuple[ToolCall, str]
+"""A denied tool call and the reason it was denied with (what the model read)."""
 
 
 _TOOL_ACTIONS: Final = frozenset({*_ACTIONS, "mcpTool", "customTool"})
@@ -336,6 +345,7 @@ class SessionCore:
         self._steps: dict[tuple[str, int], _StepState] = {}
         self._calls: dict[str, ToolCall] = {}  # pending: PRE_TOOL seen, no POST/ERROR yet
         self._turn_calls: list[ToolCall] = []  # every call PRE_TOOL asked about this turn
+        self._denials: list[Denial] = []  # this turn's, in the order they were made
 
     # -- outgoing ---------------------------------------------------------------------
 
@@ -349,6 +359,7 @@ class SessionCore:
         """
         self.streaming = streaming
         self._turn_calls = []
+        self._denials = []
         self._steps = {}
         self._calls = {}
         self._turn_usage_start = self.usage
@@ -497,6 +508,23 @@ class SessionCore:
                 self._turn_calls[n] = rewritten
                 break
         return rewritten
+
+    def note_denial(self, call: ToolCall, reason: str) -> None:
+        """A tool call the SDK denied (hooks, policies or a refusal): the step it ends is
+        reported as `denied`, with the call and the reason."""
+        self._denials.append((call, reason))
+
+    def _denial(self, step: _StepState, used: set[int]) -> Denial | None:
+        """The denial that ended `step`: the harness records a denied call as an error
+        step of its own (not at the request's step index) whose error is the reason, so
+        the first unused denial of the same trajectory with that reason, in order."""
+        if step.state != "error" or step.action not in ("", "error"):
+            return None
+        for n, (call, reason) in enumerate(self._denials):
+            if n not in used and reason == step.error and call.trajectory_id == step.trajectory_id:
+                used.add(n)
+                return call, reason
+        return None
 
     def _hook_call(self, request: dict[str, Any]) -> effects.HookCall:
         request_id = str_field(request, "requestId")
@@ -686,6 +714,7 @@ class SessionCore:
             ):
                 text = step.text
         used: set[int] = set()
+        denied: set[int] = set()
         start = self._turn_usage_by_trajectory
         by_trajectory = {
             trajectory: _usage_delta(usage, start.get(trajectory, UsageMetadata()))
@@ -695,7 +724,7 @@ class SessionCore:
         return ChatResponse(
             text=text,
             thinking="\n".join(thinking),
-            steps=[s.to_step(self._executed_call(s, used)) for s in steps],
+            steps=[s.to_step(self._executed_call(s, used), self._denial(s, denied)) for s in steps],
             usage=_usage_delta(self.usage, self._turn_usage_start),
             usage_by_trajectory=by_trajectory,
             stop_reason=self.stop_reason or StopReason.FINISHED,

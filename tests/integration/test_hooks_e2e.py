@@ -30,7 +30,7 @@ from antigravity_sdk import (
     policy,
 )
 from antigravity_sdk.errors import ToolExecutionError
-from antigravity_sdk.testing import tool_call
+from antigravity_sdk.testing import ToolCallSpec, tool_call, tool_calls
 from antigravity_sdk.types import (
     AskQuestionEntry,
     BuiltinTool,
@@ -42,8 +42,12 @@ from antigravity_sdk.types import (
 from .conftest import AgentFactory, Workspace, tool_messages
 
 
+def _command_args(ws: Path, command: str) -> dict[str, Any]:
+    return {"CommandLine": command, "Cwd": str(ws), "WaitMsBeforeAsync": 5000}
+
+
 def run_command(ws: Path, command: str) -> Any:
-    return tool_call("run_command", CommandLine=command, Cwd=str(ws), WaitMsBeforeAsync=5000)
+    return tool_call("run_command", **_command_args(ws, command))
 
 
 class Recorder(Hook):
@@ -303,7 +307,50 @@ async def test_policy_denial_stops_a_builtin_tool(make_agent: AgentFactory, env:
     assert "no-touch" in message
     assert [c.name for c in rec.args("pre_tool_call")] == ["run_command"]  # user hook first
     assert not rec.args("post_tool_call")
-    assert [s.kind for s in response.steps].count("error") == 1
+    # The denied call is a `denied` step: the call, and the reason naming the rule.
+    (denied,) = [s for s in response.steps if s.kind == "denied"]
+    assert denied.tool_call is not None and denied.tool_call.name == "run_command"
+    assert denied.tool_call.args["CommandLine"] == "touch marker"
+    assert "no-touch" in denied.error
+    assert [s.kind for s in response.steps].count("error") == 0
+
+
+async def test_denied_steps_name_each_call_and_its_rule(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    """Two calls in one reply, each denied by its own rule (one by a hook), and a third
+    refused by the SDK: each step names its call and the reason."""
+
+    class NoCat(Hook):
+        async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+            if "cat" in str(tool_call.args.get("CommandLine", "")):
+                return HookResult.denied("NoCat: no cat")
+            return HookResult.allowed()
+
+    script = [
+        tool_calls(
+            ToolCallSpec("run_command", _command_args(env.ws, "touch a")),
+            ToolCallSpec("run_command", _command_args(env.ws, "cat b")),
+        ),
+        tool_call("view_file", AbsolutePath=str(env.ws / "x"), absolutepath="/etc/passwd"),
+        "done",
+    ]
+    policies = [
+        policy.deny("run_command", when=lambda a: "touch" in a["CommandLine"], name="no-touch"),
+        policy.allow_all(),
+    ]
+    agent, _ = make_agent(script, hooks=[NoCat()], policies=policies)
+    async with agent:
+        response = await agent.chat("go")
+    denied = [s for s in response.steps if s.kind == "denied"]
+    assert [(s.tool_call.args.get("CommandLine") if s.tool_call else None) for s in denied] == [
+        "touch a",
+        "cat b",
+        None,
+    ]
+    assert "no-touch" in denied[0].error and denied[1].error == "NoCat: no cat"
+    assert denied[2].tool_call is not None and denied[2].tool_call.name == "view_file"
+    assert denied[2].error.startswith("refused:")
 
 
 async def test_default_policies_deny_run_command_and_allow_the_rest(
