@@ -330,6 +330,7 @@ class _Http:
     async def read_request(self) -> _Request | None:
         """The next request with its whole body; ``None`` once the client has closed the
         connection, or left it idle for :data:`_IDLE_TIMEOUT`, between requests."""
+        self._head_only = False
         try:
             async with asyncio.timeout(_IDLE_TIMEOUT):
                 head = await self._next_event()

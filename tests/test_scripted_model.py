@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from antigravity_sdk import testing
 from antigravity_sdk.testing import (
     EXHAUSTED_TEXT,
     ScriptedModel,
@@ -510,28 +511,48 @@ async def test_expect_100_continue_is_answered_before_the_body() -> None:
 
 
 async def test_client_that_disconnects_mid_stream_is_contained(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The harness drops connections when a turn is halted; a stream cut off half-way
     must cost nothing but that stream: no traceback, no warning, the next request served."""
+    write_failures: list[BaseException] = []
+    write = testing._Http._write
+
+    async def recording_write(self: testing._Http, data: bytes) -> None:
+        try:
+            await write(self, data)
+        except ConnectionError as e:
+            write_failures.append(e)
+            raise
+
+    monkeypatch.setattr(testing._Http, "_write", recording_write)
     loop_errors: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _, context: loop_errors.append(context))
-    long_text = "x" * 3_000_000  # far more than the socket buffers: the server is mid-write
+    # A small receive window and a reply far larger than the server's send buffer (4 MiB
+    # at most): the server is still writing when the client goes.
+    long_text = "x" * 12_000_000
     try:
         with caplog.at_level(logging.WARNING, logger="asyncio"):
             async with ScriptedModel([long_text, "next one"]) as model:
-                reader, writer = await asyncio.open_connection("127.0.0.1", model.port)
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.setblocking(False)
+                await loop.sock_connect(sock, ("127.0.0.1", model.port))
+                reader, writer = await asyncio.open_connection(sock=sock)
                 stream = json.dumps(chat(stream=True)).encode()
                 writer.write(raw_post(stream, f"Content-Length: {len(stream)}"))
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
                 assert head.startswith(b"HTTP/1.1 200 ")
                 assert len(await asyncio.wait_for(reader.read(1000), 5)) > 0
-                sock = writer.get_extra_info("socket")
-                # Linger 0: close() resets the connection, as a killed client does.
+                # Linger 0: closing resets the connection, as a killed client does.
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 writer.transport.abort()
-                await asyncio.sleep(0.2)
+                for _ in range(50):  # until the server has noticed
+                    if write_failures:
+                        break
+                    await asyncio.sleep(0.05)
+                assert write_failures, "the server finished writing: the test proves nothing"
                 status, _, raw = await post(model, chat())
                 assert status == 200
                 assert json.loads(raw)["choices"][0]["message"]["content"] == "next one"
