@@ -56,13 +56,14 @@ def load_old() -> ModuleType | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    path = Path(tempfile.mkdtemp(prefix="bench-scripted-")) / "old_scripted_model.py"
-    path.write_bytes(source)
-    spec = importlib.util.spec_from_file_location("old_scripted_model", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(prefix="bench-scripted-") as tmp:
+        path = Path(tmp) / "old_scripted_model.py"
+        path.write_bytes(source)
+        spec = importlib.util.spec_from_file_location("old_scripted_model", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
     return module
 
 
