@@ -25,9 +25,10 @@ script runs out the model answers :data:`EXHAUSTED_TEXT` (and counts it in
 :attr:`ScriptedModel.exhausted_count`) instead of failing, because an HTTP
 error would only make the harness retry and obscure the real test failure.
 
-The server is plain asyncio streams (a small HTTP/1.1 subset: keep-alive,
-``Content-Length`` and chunked request bodies, SSE responses), so it adds no
-dependencies.
+The server is asyncio streams with h11 (a small, pure-Python, sans-I/O HTTP/1.1
+parser) doing the HTTP: keep-alive, ``Content-Length`` and chunked request bodies,
+SSE responses; a malformed request is answered 400 (431 for a head over 64 KiB, 413
+for a body over 64 MiB) and its connection closed.
 
 pytest: the :func:`scripted_model` fixture yields a started, empty
 ``ScriptedModel``; fill it with :meth:`ScriptedModel.push` or
@@ -50,8 +51,11 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, TypeAlias
+
+import h11
 
 __all__ = [
     "EXHAUSTED_TEXT",
@@ -75,11 +79,13 @@ __all__ = [
 EXHAUSTED_TEXT: Final = "(script exhausted)"
 """What the model says once a list script has no replies left."""
 
-_MAX_HEADER_BYTES: Final = 64 * 1024
+_MAX_HEADER_BYTES: Final = 64 * 1024  # a larger request head is answered 431
+_READ_BYTES: Final = 64 * 1024
 _MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 _IDLE_TIMEOUT: Final = 120.0  # keep-alive connections idle longer than this are closed
 _IO_TIMEOUT: Final = 30.0  # reading one request / writing one response
 _STOP_TIMEOUT: Final = 5.0
+_LINGER_TIMEOUT: Final = 1.0  # draining a client's input after an error response
 
 
 # --------------------------------------------------------------------------- replies
@@ -279,122 +285,132 @@ class _HttpError(Exception):
 class _Request:
     method: str
     path: str
-    version: str
     headers: dict[str, str]
     body: bytes
 
 
-_REASONS: Final = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Payload Too Large",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
-
-async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    """Read one request; ``None`` on a clean EOF between requests."""
-    try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _IDLE_TIMEOUT)
-    except asyncio.IncompleteReadError as e:
-        if not e.partial.strip():
-            return None
-        raise _HttpError(400, "truncated request head") from e
-    except asyncio.LimitOverrunError as e:
-        raise _HttpError(413, "request head too large") from e
-    except TimeoutError:
-        return None
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise _HttpError(400, f"bad request line {lines[0]!r}")
-    method, target, version = parts
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise _HttpError(400, f"bad header line {line!r}")
-        key = name.strip().lower()
-        value = value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    body = await asyncio.wait_for(_read_body(reader, headers), _IO_TIMEOUT)
-    path = target.split("?", 1)[0]
-    return _Request(method.upper(), path, version, headers, body)
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> bytes:
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                # Trailer section: header lines until an empty one.
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                    pass
-                return b"".join(chunks)
-            total += size
-            if total > _MAX_BODY_BYTES:
-                raise _HttpError(413, "request body too large")
-            chunks.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-    length = int(headers.get("content-length", "0") or "0")
-    if length > _MAX_BODY_BYTES:
-        raise _HttpError(413, "request body too large")
-    return await reader.readexactly(length) if length else b""
-
-
-def _wants_close(req: _Request) -> bool:
-    conn = req.headers.get("connection", "").lower()
-    if req.version == "HTTP/1.0":
-        return "keep-alive" not in conn
-    return "close" in conn
-
-
-def _head(status: int, headers: Sequence[tuple[str, str]]) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}"]
-    lines += [f"{k}: {v}" for k, v in headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _json_response(status: int, payload: Any, *, close: bool) -> bytes:
-    data = json.dumps(payload).encode()
-    head = _head(
-        status,
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(data))),
-            ("Connection", "close" if close else "keep-alive"),
-        ],
-    )
-    return head + data
-
-
-def _chunk(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+_REASONS: Final = {s.value: s.phrase.encode() for s in HTTPStatus}
 
 
 def _sse(payload: Any) -> bytes:
-    return _chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
+    """One server-sent event carrying ``payload`` as JSON."""
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
-async def _send(writer: asyncio.StreamWriter, data: bytes) -> None:
-    """Write and drain, refusing to write into a connection the client dropped.
+class _Http:
+    """One HTTP/1.1 server connection: h11's state machine over asyncio streams.
 
-    Writing to a lost transport makes asyncio log "socket.send() raised
-    exception" warnings; the harness drops connections when a turn is halted.
+    h11 parses and frames (keep-alive, ``Content-Length`` and chunked bodies,
+    ``Connection: close``, HTTP/1.0 peers, ``Expect: 100-continue``) and rejects what is
+    not HTTP; this class only moves the bytes, with every read bounded in time and a
+    request's body in size.
     """
-    if writer.is_closing():
-        raise ConnectionResetError("client went away")
-    writer.write(data)
-    await writer.drain()
+
+    __slots__ = ("_conn", "_head_only", "_reader", "_writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEADER_BYTES)
+        self._head_only = False  # the request is a HEAD: its response has no body
+
+    async def _next_event(self) -> h11.Event:
+        while True:
+            try:
+                event = self._conn.next_event()
+            except h11.RemoteProtocolError as e:
+                status = e.error_status_hint
+                why = "request head too large" if status == 431 else f"malformed request: {e}"
+                raise _HttpError(status, why) from e
+            if isinstance(event, h11.Event):
+                return event
+            # NEED_DATA (never PAUSED: the next request is read only after next_cycle()).
+            self._conn.receive_data(await self._reader.read(_READ_BYTES))
+
+    async def read_request(self) -> _Request | None:
+        """The next request with its whole body; ``None`` once the client has closed the
+        connection, or left it idle for :data:`_IDLE_TIMEOUT`, between requests."""
+        self._head_only = False
+        try:
+            async with asyncio.timeout(_IDLE_TIMEOUT):
+                head = await self._next_event()
+        except TimeoutError:
+            return None
+        if not isinstance(head, h11.Request):
+            return None  # ConnectionClosed
+        self._head_only = head.method == b"HEAD"
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in head.headers:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        # h11 has checked that a Content-Length is one decimal number.
+        if int(headers.get("content-length", "0")) > _MAX_BODY_BYTES:
+            raise _HttpError(413, "request body too large")
+        if self._conn.they_are_waiting_for_100_continue:
+            go_on = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+            await self._write(self._conn.send(go_on))
+        body = bytearray()
+        async with asyncio.timeout(_IO_TIMEOUT):
+            while not isinstance(event := await self._next_event(), h11.EndOfMessage):
+                if isinstance(event, h11.Data):
+                    body += event.data
+                    if len(body) > _MAX_BODY_BYTES:
+                        raise _HttpError(413, "request body too large")
+        path = head.target.decode("latin-1").split("?", 1)[0]
+        return _Request(head.method.decode("latin-1").upper(), path, headers, bytes(body))
+
+    async def send_json(self, status: int, payload: Any, *, close: bool = False) -> None:
+        """A whole JSON response (with a ``Content-Length``)."""
+        data = json.dumps(payload).encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        await self._respond(status, headers, (data,), close)
+
+    async def send_events(self, events: Sequence[bytes]) -> None:
+        """A 200 server-sent-events stream, written at once as one chunk: chunk boundaries
+        mean nothing to an HTTP client, and each chunk costs h11 a framing pass."""
+        headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")]
+        await self._respond(200, headers, (b"".join(events),), False)
+
+    async def _respond(
+        self, status: int, headers: list[tuple[str, str]], body: Sequence[bytes], close: bool
+    ) -> None:
+        # h11 rewrites keep-alive to close when the request asked for it (or was HTTP/1.0).
+        headers.append(("Connection", "close" if close else "keep-alive"))
+        send = self._conn.send
+        head = h11.Response(status_code=status, headers=headers, reason=_REASONS.get(status, b""))
+        parts = [send(head)]
+        if not self._head_only:
+            parts += [send(h11.Data(data=b)) for b in body]
+        parts.append(send(h11.EndOfMessage()))
+        await self._write(b"".join(parts))
+
+    async def linger(self) -> None:
+        """Before closing after an error response: stop writing, then read and drop what
+        the client is still sending, for at most :data:`_LINGER_TIMEOUT`. Closing a socket
+        with unread data resets the connection, and the client would lose the response."""
+        with contextlib.suppress(OSError, TimeoutError):
+            self._writer.write_eof()
+            async with asyncio.timeout(_LINGER_TIMEOUT):
+                while await self._reader.read(_READ_BYTES):
+                    pass
+
+    def next_cycle(self) -> bool:
+        """Get ready for the connection's next request; ``False`` when it must close."""
+        if self._conn.our_state is h11.DONE and self._conn.their_state is h11.DONE:
+            self._conn.start_next_cycle()
+            return True
+        return False
+
+    async def _write(self, data: bytes) -> None:
+        """Write and drain, refusing to write into a connection the client dropped.
+
+        Writing to a lost transport makes asyncio log "socket.send() raised
+        exception" warnings; the harness drops connections when a turn is halted.
+        """
+        if self._writer.is_closing():
+            raise ConnectionResetError("client went away")
+        self._writer.write(data)
+        await self._writer.drain()
 
 
 def _estimate_tokens(s: str) -> int:
@@ -489,9 +505,7 @@ class ScriptedModel:
         """Bind an ephemeral port and start serving (idempotent)."""
         if self._server is not None:
             return
-        server = await asyncio.start_server(
-            self._on_connection, self._host, 0, limit=_MAX_HEADER_BYTES
-        )
+        server = await asyncio.start_server(self._on_connection, self._host, 0)
         self._server = server
         self._port = int(server.sockets[0].getsockname()[1])
 
@@ -557,38 +571,37 @@ class ScriptedModel:
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        http = _Http(reader, writer)
         while True:
             try:
-                req = await _read_request(reader)
-            except (_HttpError, ValueError) as e:
-                if not isinstance(e, _HttpError):
-                    e = _HttpError(400, f"malformed request: {e}")
+                req = await http.read_request()
+            except _HttpError as e:
+                # The connection cannot be trusted to frame another request: answer, close.
                 self.errors.append(e.message)
-                body = _json_response(e.status, _error_body(e.message), close=True)
-                await asyncio.wait_for(_send(writer, body), _IO_TIMEOUT)
+                error = http.send_json(e.status, _error_body(e.message), close=True)
+                await asyncio.wait_for(error, _IO_TIMEOUT)
+                await http.linger()
                 return
             if req is None:
                 return
-            close = _wants_close(req)
-            await asyncio.wait_for(self._dispatch(req, writer, close), _IO_TIMEOUT)
-            if close:
+            await asyncio.wait_for(self._dispatch(req, http), _IO_TIMEOUT)
+            if not http.next_cycle():
                 return
 
-    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter, close: bool) -> None:
+    async def _dispatch(self, req: _Request, http: _Http) -> None:
         path = req.path.rstrip("/")
         if path in ("/v1/chat/completions", "/chat/completions"):
             if req.method == "POST":
-                await self._chat(req, writer, close)
-                return
-            response = _json_response(405, _error_body("use POST"), close=close)
+                await self._chat(req, http)
+            else:
+                await http.send_json(405, _error_body("use POST"))
         elif path in ("/v1/models", "/models"):
             if req.method == "GET":
-                response = _json_response(200, self._models_body(), close=close)
+                await http.send_json(200, self._models_body())
             else:
-                response = _json_response(405, _error_body("use GET"), close=close)
+                await http.send_json(405, _error_body("use GET"))
         else:
-            response = _json_response(404, _error_body(f"no route {req.path}"), close=close)
-        await _send(writer, response)
+            await http.send_json(404, _error_body(f"no route {req.path}"))
 
     def _models_body(self) -> dict[str, Any]:
         return {
@@ -596,14 +609,14 @@ class ScriptedModel:
             "data": [{"id": self.model_name, "object": "model", "created": 0, "owned_by": "test"}],
         }
 
-    async def _chat(self, req: _Request, writer: asyncio.StreamWriter, close: bool) -> None:
+    async def _chat(self, req: _Request, http: _Http) -> None:
         try:
             body = json.loads(req.body or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("body is not a JSON object")
         except ValueError as e:
             self.errors.append(f"bad JSON body: {e}")
-            await _send(writer, _json_response(400, _error_body(self.errors[-1]), close=close))
+            await http.send_json(400, _error_body(self.errors[-1]))
             return
 
         # No lock: a list script is popped without an await in between, and a function
@@ -619,7 +632,7 @@ class ScriptedModel:
                 status, why = 500, self.errors[-1]
             else:
                 status, why = reply.status, reply.message
-            await _send(writer, _json_response(status, _error_body(why), close=close))
+            await http.send_json(status, _error_body(why))
             return
 
         completion_id = f"chatcmpl-{next(self._ids)}"
@@ -637,7 +650,7 @@ class ScriptedModel:
         self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply, usage))
         finish = "tool_calls" if calls else "stop"
         if body.get("stream"):
-            await self._write_stream(writer, completion_id, content, calls, finish, usage, close)
+            await self._write_stream(http, completion_id, content, calls, finish, usage)
         else:
             message: dict[str, Any] = {"role": "assistant", "content": content or None}
             if calls:
@@ -650,7 +663,7 @@ class ScriptedModel:
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": usage,
             }
-            await _send(writer, _json_response(200, payload, close=close))
+            await http.send_json(200, payload)
 
     async def _next_reply(self, body: Mapping[str, Any]) -> Reply:
         if self._fn is not None:
@@ -678,25 +691,14 @@ class ScriptedModel:
 
     async def _write_stream(
         self,
-        writer: asyncio.StreamWriter,
+        http: _Http,
         completion_id: str,
         content: str,
         calls: list[dict[str, Any]],
         finish: str,
         usage: dict[str, int],
-        close: bool,
     ) -> None:
-        parts = [
-            _head(
-                200,
-                [
-                    ("Content-Type", "text/event-stream"),
-                    ("Cache-Control", "no-cache"),
-                    ("Transfer-Encoding", "chunked"),
-                    ("Connection", "close" if close else "keep-alive"),
-                ],
-            )
-        ]
+        parts = []
         created = int(time.time())
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -721,9 +723,8 @@ class ScriptedModel:
         final = chunk({}, finish)
         final["usage"] = usage
         parts.append(_sse(final))
-        parts.append(_chunk(b"data: [DONE]\n\n"))
-        parts.append(b"0\r\n\r\n")  # end of the chunked body
-        await _send(writer, b"".join(parts))
+        parts.append(b"data: [DONE]\n\n")
+        await http.send_events(parts)
 
 
 def _split_text(s: str, pieces: int = 3) -> list[str]:
@@ -744,12 +745,10 @@ def _error_body(message: str) -> dict[str, Any]:
 class _GeminiServer(ScriptedModel):
     """ScriptedModel's server answering the Gemini API's generateContent routes."""
 
-    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter, close: bool) -> None:
+    async def _dispatch(self, req: _Request, http: _Http) -> None:
         method = req.path.rpartition(":")[2]
         if req.method != "POST" or method not in ("generateContent", "streamGenerateContent"):
-            await _send(
-                writer, _json_response(404, _error_body(f"no route {req.path}"), close=close)
-            )
+            await http.send_json(404, _error_body(f"no route {req.path}"))
             return
         try:
             body = json.loads(req.body or b"{}")
@@ -759,8 +758,7 @@ class _GeminiServer(ScriptedModel):
         reply = await self._next_reply(body)
         self.requests.append(RecordedRequest(req.path, dict(req.headers), body, reply))
         if isinstance(reply, HttpErrorReply):
-            body_ = _error_body(reply.message)
-            await _send(writer, _json_response(reply.status, body_, close=close))
+            await http.send_json(reply.status, _error_body(reply.message))
             return
         text = reply if isinstance(reply, str) else reply.text
         payload = {
@@ -770,17 +768,9 @@ class _GeminiServer(ScriptedModel):
             "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1},
         }
         if method == "generateContent":
-            await _send(writer, _json_response(200, payload, close=close))
+            await http.send_json(200, payload)
             return
-        head = _head(
-            200,
-            [
-                ("Content-Type", "text/event-stream"),
-                ("Transfer-Encoding", "chunked"),
-                ("Connection", "close" if close else "keep-alive"),
-            ],
-        )
-        await _send(writer, head + _sse(payload) + b"0\r\n\r\n")
+        await http.send_events([_sse(payload)])
 
 
 class GeminiStub:

@@ -84,7 +84,7 @@ PROBE = textwrap.dedent(
     """
     import json, sys, sysconfig
     import antigravity_sdk
-    lazy = sorted(m for m in ("websockets", "betterproto2", "pydantic", "asyncio")
+    lazy = sorted(m for m in ("websockets", "betterproto2", "pydantic", "asyncio", "h11")
                   if m in sys.modules)
     import antigravity
     from antigravity_sdk import Hook, HookResult, HookRunner, ToolCall, current_context
@@ -146,3 +146,4 @@ def test_wheel_contents(wheel: Path) -> None:
     assert "antigravity_sdk/cli/__init__.py" in names  # the package the script points into
     assert "Name: antigravity-sdk" in metadata
     assert "Requires-Python: >=3.11" in metadata
+    assert "Requires-Dist: h11>=0.16" in metadata  # ScriptedModel and `antigravity demo` need it

@@ -5,11 +5,18 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
+import socket
+import struct
 import time
 from typing import Any
 
+import h11
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from antigravity_sdk import testing
 from antigravity_sdk.testing import (
     EXHAUSTED_TEXT,
     ScriptedModel,
@@ -353,3 +360,234 @@ async def test_fixture_yields_started_empty_model(scripted_model: ScriptedModel)
     scripted_model.push("from fixture")
     _, _, raw = await post(scripted_model, chat())
     assert json.loads(raw)["choices"][0]["message"]["content"] == "from fixture"
+
+
+# ---- HTTP/1.1 edge cases (the server is h11; these pin what a client sees)
+
+
+async def exchange(model: ScriptedModel, data: bytes, *, half_close: bool = True) -> bytes:
+    """Send raw bytes on a fresh connection and read until the server closes it."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", model.port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        if half_close:
+            writer.write_eof()
+        return await asyncio.wait_for(reader.read(), 5)
+    finally:
+        writer.close()
+
+
+def responses(raw: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    """Parse every response in ``raw`` (a client's view, with h11's client side)."""
+    client = h11.Connection(h11.CLIENT)
+    out: list[tuple[int, dict[str, str], bytes]] = []
+    client.receive_data(raw)
+    client.receive_data(b"")
+    while client.trailing_data[0]:  # bytes left to parse
+        client.send(h11.Request(method="POST", target="/", headers=[("Host", "x")]))
+        client.send(h11.EndOfMessage())
+        event = client.next_event()
+        while isinstance(event, h11.InformationalResponse):
+            event = client.next_event()
+        assert isinstance(event, h11.Response), event
+        body = b""
+        while not isinstance(data := client.next_event(), h11.EndOfMessage):
+            assert isinstance(data, h11.Data), data
+            body += data.data
+        headers = {k.decode(): v.decode() for k, v in event.headers}
+        out.append((event.status_code, headers, body))
+        if client.our_state is h11.MUST_CLOSE or client.their_state is h11.MUST_CLOSE:
+            break
+        client.start_next_cycle()
+    assert not client.trailing_data[0]  # nothing after a closing response
+    return out
+
+
+def raw_post(body: bytes, *headers: str, path: str = "/v1/chat/completions") -> bytes:
+    head = [f"POST {path} HTTP/1.1", "Host: x", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+CHAT = json.dumps(chat()).encode()
+
+MALFORMED = {
+    "not HTTP at all (a TLS hello)": b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\r\n\r\n",
+    "truncated head": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le",
+    "truncated body": raw_post(CHAT[:10], f"Content-Length: {len(CHAT)}"),
+    "no Host header": b"GET /v1/models HTTP/1.1\r\n\r\n",
+    "space before a header's colon": b"GET /v1/models HTTP/1.1\r\nHost : x\r\n\r\n",
+    "two Content-Lengths": raw_post(CHAT, "Content-Length: 2", f"Content-Length: {len(CHAT)}"),
+    "negative Content-Length": raw_post(CHAT, "Content-Length: -1"),
+    "chunk size not hex": raw_post(b"zz\r\n{}\r\n0\r\n\r\n", "Transfer-Encoding: chunked"),
+    # A chunk must end in CRLF; reading any two bytes there lets a request be smuggled
+    # (h11 0.16 closed exactly this, CVE-2025-43859).
+    "chunk not ended by CRLF": raw_post(
+        f"{len(CHAT):x}\r\n".encode() + CHAT + b"XX0\r\n\r\n", "Transfer-Encoding: chunked"
+    ),
+    "unsupported Transfer-Encoding": raw_post(CHAT, "Transfer-Encoding: gzip"),
+}
+
+
+@pytest.mark.parametrize("data", MALFORMED.values(), ids=list(MALFORMED))
+async def test_malformed_request_is_a_400_and_the_server_keeps_serving(data: bytes) -> None:
+    async with ScriptedModel(["still serving"]) as model:
+        raw = await exchange(model, data)
+        [(status, headers, body)] = responses(raw)  # then the connection was closed
+        assert status == (501 if b"gzip" in data else 400)
+        assert headers["connection"] == "close"
+        assert json.loads(body)["error"]["message"] == model.errors[0]
+        assert model.errors[0].startswith("malformed request")
+        assert model.requests == [] and model.remaining == 1  # the script is untouched
+        status, _, raw = await post(model, chat())
+    assert status == 200
+    assert json.loads(raw)["choices"][0]["message"]["content"] == "still serving"
+
+
+async def test_oversized_head_is_a_431_and_oversized_body_a_413() -> None:
+    async with ScriptedModel(["still serving"]) as model:
+        big_head = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 300_000
+        [(status, _, _)] = responses(await exchange(model, big_head))
+        assert status == 431
+        too_long = raw_post(b"", f"Content-Length: {64 * 1024 * 1024 + 1}")
+        [(status, _, _)] = responses(await exchange(model, too_long))
+        assert status == 413
+        assert model.errors == ["request head too large", "request body too large"]
+        status, _, _ = await post(model, chat())
+    assert status == 200
+
+
+async def test_pipelined_requests_are_answered_in_order_on_one_connection() -> None:
+    stream = json.dumps(chat(stream=True)).encode()
+    pipelined = (
+        raw_post(CHAT, f"Content-Length: {len(CHAT)}")
+        + raw_post(stream, f"Content-Length: {len(stream)}")
+        + raw_post(
+            f"{len(CHAT):x}\r\n".encode() + CHAT + b"\r\n0\r\n\r\n", "Transfer-Encoding: chunked"
+        )
+        + b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    async with ScriptedModel(["one", "two", "three"]) as model:
+        answers = responses(await exchange(model, pipelined, half_close=False))
+    assert [status for status, _, _ in answers] == [200, 200, 200, 200]
+    assert [h["connection"] for _, h, _ in answers] == ["keep-alive"] * 3 + ["close"]
+    assert json.loads(answers[0][2])["choices"][0]["message"]["content"] == "one"
+    deltas = [e for e in sse_events(answers[1][2]) if e != "[DONE]"]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in deltas) == "two"
+    assert answers[1][1]["transfer-encoding"] == "chunked"
+    assert json.loads(answers[2][2])["choices"][0]["message"]["content"] == "three"
+    assert json.loads(answers[3][2])["data"][0]["id"] == "scripted-model"
+    assert [r.messages for r in model.requests] == [MESSAGES] * 3
+
+
+async def test_head_request_gets_no_body_and_the_connection_stays_usable() -> None:
+    data = (
+        b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    async with ScriptedModel() as model:
+        raw = await exchange(model, data, half_close=False)
+    first, second = raw.split(b"HTTP/1.1 ")[1:]
+    assert first.endswith(b"\r\n\r\n")  # the head only
+    assert second.startswith(b"200 ")
+    assert json.loads(second.partition(b"\r\n\r\n")[2])["object"] == "list"
+
+
+async def test_expect_100_continue_is_answered_before_the_body() -> None:
+    async with ScriptedModel(["after continue"]) as model:
+        reader, writer = await asyncio.open_connection("127.0.0.1", model.port)
+        try:
+            writer.write(raw_post(b"", f"Content-Length: {len(CHAT)}", "Expect: 100-continue"))
+            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert interim.startswith(b"HTTP/1.1 100 ")
+            writer.write(CHAT)
+            writer.write_eof()
+            raw = await asyncio.wait_for(reader.read(), 5)
+        finally:
+            writer.close()
+    [(status, _, body)] = responses(raw)
+    assert status == 200
+    assert json.loads(body)["choices"][0]["message"]["content"] == "after continue"
+
+
+async def test_client_that_disconnects_mid_stream_is_contained(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harness drops connections when a turn is halted; a stream cut off half-way
+    must cost nothing but that stream: no traceback, no warning, the next request served."""
+    write_failures: list[BaseException] = []
+    write = testing._Http._write
+
+    async def recording_write(self: testing._Http, data: bytes) -> None:
+        try:
+            await write(self, data)
+        except ConnectionError as e:
+            write_failures.append(e)
+            raise
+
+    monkeypatch.setattr(testing._Http, "_write", recording_write)
+    loop_errors: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: loop_errors.append(context))
+    # A small receive window and a reply far larger than the server's send buffer (4 MiB
+    # at most): the server is still writing when the client goes.
+    long_text = "x" * 12_000_000
+    try:
+        with caplog.at_level(logging.WARNING, logger="asyncio"):
+            async with ScriptedModel([long_text, "next one"]) as model:
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.setblocking(False)
+                await loop.sock_connect(sock, ("127.0.0.1", model.port))
+                reader, writer = await asyncio.open_connection(sock=sock)
+                stream = json.dumps(chat(stream=True)).encode()
+                writer.write(raw_post(stream, f"Content-Length: {len(stream)}"))
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+                assert head.startswith(b"HTTP/1.1 200 ")
+                assert len(await asyncio.wait_for(reader.read(1000), 5)) > 0
+                # Linger 0: closing resets the connection, as a killed client does.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+                for _ in range(50):  # until the server has noticed
+                    if write_failures:
+                        break
+                    await asyncio.sleep(0.05)
+                assert write_failures, "the server finished writing: the test proves nothing"
+                status, _, raw = await post(model, chat())
+                assert status == 200
+                assert json.loads(raw)["choices"][0]["message"]["content"] == "next one"
+                assert model.errors == []
+    finally:
+        loop.set_exception_handler(None)
+    assert loop_errors == []
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+VALID = raw_post(CHAT, f"Content-Length: {len(CHAT)}", "Connection: close")
+
+
+@st.composite
+def mangled_requests(draw: st.DrawFn) -> bytes:
+    """A valid request with one slice replaced by random bytes, or random bytes."""
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=300))
+    start = draw(st.integers(0, len(VALID)))
+    end = draw(st.integers(start, min(len(VALID), start + 40)))
+    return VALID[:start] + draw(st.binary(max_size=40)) + VALID[end:]
+
+
+@settings(max_examples=120, deadline=None)
+@given(mangled_requests())
+def test_any_bytes_get_an_http_answer_or_a_close_and_never_break_the_server(data: bytes) -> None:
+    async def run() -> None:
+        loop_errors: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _, c: loop_errors.append(c))
+        async with ScriptedModel(lambda messages, tools: "ok") as model:
+            raw = await exchange(model, data)
+            for status, _, _ in responses(raw):  # a parseable response, or none at all
+                assert status in (200, 400, 404, 405, 413, 431, 501)
+            status, _, _ = await post(model, chat())
+            assert status == 200
+        assert loop_errors == []
+
+    asyncio.run(run())
