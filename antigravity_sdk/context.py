@@ -111,7 +111,7 @@ class DecisionNote:
     without one pays a single context-variable lookup, and only on a deny or a rewrite.
     The hook runner notes the hook whose deny stood (`hook`) and every hook that rewrote
     (`rewriters`); the enforcer (`PolicyEnforcer.note_decisions`) notes the deciding
-    rule's `TraceEntry` (`rule`, None when no rule matched), the policies' own verdict
+    rule (`rule`: its `policy` and `bucket`; None when no rule matched), the policies' own verdict
     (`policy_allow`: False in shadow mode for what would be denied), and its time
     (`policy_ns`, -1 while the policies have not decided).
     """

@@ -29,7 +29,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from pydantic import BaseModel
 
-from ..context import noting
+from ..context import DecisionNote, noting
 from ..errors import PolicyError
 from ..harness.catalog import INTERNAL_NAMES, TOOLS, Governance
 from ..hooks import Hook, _cancelling
@@ -572,9 +572,11 @@ class PolicyEnforcer(Hook):
         tool_call: ToolCall,
         trace: list[TraceEntry] | None = None,
         ask: bool = True,
+        note: DecisionNote | None = None,
     ) -> HookResult:
         """The one evaluation loop: `pre_tool_call` is this; `evaluate` and `decide` call
-        it with a trace.
+        it with a trace. An audit log's `note` gets the deciding rule (a `_Rule`: its
+        `policy` and `bucket`) and the policies' own verdict, checked only on the way out.
 
         With a `trace` every rule considered is recorded in it, the deciding one last (and
         timed), and only predicate and handler failures are logged (`decide` enforces the
@@ -617,6 +619,8 @@ class PolicyEnforcer(Hook):
                             _note(trace, rule, failed is not None, outcome, began)
                         if failed is None:
                             continue
+                        if note is not None:
+                            note.rule, note.policy_allow = rule, False
                         if trace is None and self._shadow:
                             return self._shadowed(rule.policy.label, name, failed)
                         return failed
@@ -626,10 +630,17 @@ class PolicyEnforcer(Hook):
                         continue
                 result = rule.result
                 if result is None:  # DENY or ASK_USER: logged, asked, or shadowed
-                    return await self._act(rule, tool_call, name, trace, ask, began)
+                    result = await self._act(rule, tool_call, name, trace, ask, began)
+                    if note is not None:  # shadow mode allows what it would deny or ask
+                        note.rule, note.policy_allow = rule, result.allow and not self._shadow
+                    return result
                 if trace is not None:
                     _note(trace, rule, True, _how(rule), began)
+                if note is not None:
+                    note.rule, note.policy_allow = rule, True
                 return result
+        if note is not None:
+            note.rule, note.policy_allow = None, True
         return HookResult.ALLOWED
 
     # Decide `tool_call`: the hot path (no trace, precomputed results). Not a method that
@@ -735,10 +746,14 @@ class PolicyEnforcer(Hook):
         vars(self)["pre_tool_call"] = self._decide_noted
 
     async def _decide_noted(self, tool_call: ToolCall) -> HookResult:
-        """`pre_tool_call`, through `decide` while an audit log's note is set."""
-        if noting.get() is None:
+        """`pre_tool_call`, noting the deciding rule, the policies' own verdict and the
+        time taken while an audit log's note is set."""
+        note = noting.get()
+        if note is None:
             return await self._decide(tool_call)
-        result, _ = await self.decide(tool_call)
+        began = time.perf_counter_ns()
+        result = await self._decide(tool_call, note=note)
+        note.policy_ns = time.perf_counter_ns() - began
         return result
 
 
