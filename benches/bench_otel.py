@@ -24,13 +24,10 @@ import asyncio
 import importlib
 import itertools
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from io import BytesIO
 from pathlib import Path
 from types import ModuleType
@@ -39,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_dispatch import Call, measure  # noqa: E402  (the same interleaved timing)
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
@@ -48,8 +46,6 @@ from opentelemetry.trace import NoOpTracerProvider  # noqa: E402
 
 import antigravity_sdk  # noqa: E402
 from antigravity_sdk.tracing import Tracing  # noqa: E402
-
-Call = Callable[[], Awaitable[Any]]
 
 
 def runner_parts(sdk: ModuleType) -> tuple[list[Any], Any, Any]:
@@ -95,21 +91,6 @@ def flat(call: Call, exporter: InMemorySpanExporter) -> Call:
             exporter.clear()
 
     return run
-
-
-async def measure(variants: dict[str, Call], batch: int, rounds: int) -> dict[str, float]:
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    perf = time.perf_counter_ns
-    for call in variants.values():  # warm up
-        for _ in range(batch // 4):
-            await call()
-    for _ in range(rounds):
-        for key, call in variants.items():
-            start = perf()
-            for _ in range(batch):
-                await call()
-            samples[key].append((perf() - start) / batch / 1000)
-    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def load_copy(source: Path, name: str) -> ModuleType:
