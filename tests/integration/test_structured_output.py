@@ -11,10 +11,7 @@ from pydantic import BaseModel, RootModel, ValidationError, field_validator
 from antigravity_sdk import (
     ConfigurationError,
     HarnessConnectionError,
-    Hook,
-    HookResult,
     OutputValidationError,
-    ToolCall,
     TurnFailedError,
     policy,
 )
@@ -22,6 +19,7 @@ from antigravity_sdk.testing import ToolCallSpec, finish, tool_call, tool_calls
 
 from .conftest import AgentFactory, Workspace, tool_messages
 from .test_examples import load_example
+from .test_governance import Seen
 
 
 class Weather(BaseModel):
@@ -38,20 +36,6 @@ class Weather(BaseModel):
 
 class Other(BaseModel):
     name: str
-
-
-class Seen(Hook):
-    """Records every pre_tool_call; denies the names in `deny`."""
-
-    def __init__(self, deny: frozenset[str] = frozenset()) -> None:
-        self.calls: list[ToolCall] = []
-        self.deny = deny
-
-    async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
-        self.calls.append(tool_call)
-        if tool_call.name in self.deny:
-            return HookResult.denied(f"{tool_call.name} denied by the test")
-        return HookResult.allowed()
 
 
 def _structured(builder: object) -> object:
