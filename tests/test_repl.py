@@ -110,6 +110,14 @@ def _close(child: Any) -> int:
     return int(child.exitstatus)
 
 
+def _exit(child: Any) -> None:
+    """At the prompt, `/exit` says bye and ends the command with exit code 0."""
+    _ready(child, "> ")
+    child.sendline("/exit")
+    child.expect("bye")
+    assert _close(child) == 0
+
+
 @pytest.mark.harness
 def test_repl_streams_denies_asks_cancels_and_exits(served: ScriptedModel, tmp_path: Path) -> None:
     _require_harness()
@@ -151,10 +159,7 @@ def test_repl_streams_denies_asks_cancels_and_exits(served: ScriptedModel, tmp_p
         child.sendline("hello again")
         child.expect("Hello from the scripted model")
 
-        _ready(child, "> ")
-        child.sendline("/exit")
-        child.expect("bye")
-        assert _close(child) == 0
+        _exit(child)
     finally:
         child.close(force=True)
 
@@ -169,10 +174,7 @@ def test_repl_ask_refused_shows_the_outcome(served: ScriptedModel, tmp_path: Pat
         _ready(child, r"Allow\? \[y/N\] ")
         child.sendline("n")
         child.expect("not approved: not run")
-        _ready(child, "> ")
-        child.sendline("/exit")
-        child.expect("bye")
-        assert _close(child) == 0
+        _exit(child)
     finally:
         child.close(force=True)
 

@@ -383,15 +383,20 @@ _BLOCKED = textwrap.dedent(
 )
 
 
-def test_without_opentelemetry_the_sdk_works_and_tracing_says_how_to_install() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _BLOCKED],
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter that sees only this checkout (no user site, no PATH)."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
         timeout=60,
     )
+
+
+def test_without_opentelemetry_the_sdk_works_and_tracing_says_how_to_install() -> None:
+    done = _python(_BLOCKED)
     assert done.returncode == 0, done.stderr
     assert "pip install 'antigravity-sdk[otel]'" in done.stdout
     assert "tracing needs OpenTelemetry" in done.stdout
@@ -405,14 +410,7 @@ def test_an_untraced_agent_does_not_import_opentelemetry() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry', "
         "'antigravity_sdk.tracing'))))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        timeout=60,
-    )
+    done = _python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
