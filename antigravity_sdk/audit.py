@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _encode_string
 from pathlib import Path
+from time import perf_counter_ns
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from .context import DecisionNote, noting
@@ -74,6 +75,8 @@ _STRICT: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 _NO_RULE: Final = 'null,"decision":null,"bucket":null,"bucket_name":null'
+_VERDICTS_KEPT: Final = 1024
+_EMPTY: Final = '""'
 
 
 def _str(value: object) -> str:
@@ -84,14 +87,31 @@ def _str(value: object) -> str:
 _last_second: tuple[int, str] = (-1, "")  # the last whole second, formatted
 
 
-def _iso(t: float) -> str:
-    """`t` as ISO 8601 UTC with microseconds; the seconds part is formatted once a second."""
+def _second(whole: int) -> tuple[int, str]:
+    """Format the whole second `whole` (epoch) as ISO 8601 UTC, once a second."""
     global _last_second
-    whole = int(t)
+    cached = _last_second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return cached
+
+
+def _iso(ns: int) -> str:
+    """`ns` (`time.time_ns()`) as ISO 8601 UTC with microseconds."""
+    whole, fraction = divmod(ns, 1_000_000_000)
     cached = _last_second  # one read: another thread may replace it meanwhile
     if cached[0] != whole:
-        cached = _last_second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{cached[1]}.{int((t - whole) * 1_000_000):06d}Z"
+        cached = _second(whole)
+    return f"{cached[1]}.{fraction // 1000:06d}Z"
+
+
+def _flat_json(args: dict[str, Any]) -> str | None:
+    """`args` as JSON when every key and value is a string (paths, commands: most tool
+    calls), a third of the encoder's cost; None for anything else."""
+    parts = []
+    for key, value in args.items():
+        if key.__class__ is not str or value.__class__ is not str:
+            return None
+        parts.append(f"{_encode_string(key)}:{_encode_string(value)}")
+    return "{" + ",".join(parts) + "}"
 
 
 def _usage(usage: UsageMetadata | None) -> dict[str, int] | None:
@@ -141,8 +161,10 @@ class AuditLog:
         self._turn = 0
         self._decisions = 0
         self._denied = 0
-        self._rules: dict[int, tuple[Any, str]] = {}  # id(policy) -> (policy, its JSON)
-        self._conversation = ("", '""')  # the last conversation id, and its JSON
+        # Cached line pieces: the last (conversation, turn, trajectory) and its JSON, and
+        # the verdict fields per (route, tool, server, by, rule, allow).
+        self._where: tuple[tuple[str, int, str] | None, str] = (None, "")
+        self._verdicts: dict[tuple[Any, ...], str] = {}
 
     def copy(self) -> AuditLog:
         """A new, unopened log with the same settings: one per agent."""
@@ -207,18 +229,20 @@ class AuditLog:
         """`request.decide(hooks, tools)`, and for a tool-call decision a line saying
         what was decided and by what (also when deciding fails: the refusal that
         follows is logged as the SDK's)."""
-        if isinstance(request, HookCall):
+        # `type() is`: the effects are final dataclasses, and this runs on every call.
+        if type(request) is HookCall:
             if request.event != "pre_tool_call":
                 return await request.decide(hooks, tools)
             route, call = "pre_tool_call", request.arg
-        elif isinstance(request, PolicyRequest | ConfirmTool):
-            route = "policy_request" if isinstance(request, PolicyRequest) else "confirmation"
-            call = request.call
+        elif type(request) is PolicyRequest:
+            route, call = "policy_request", request.call
+        elif type(request) is ConfirmTool:
+            route, call = "confirmation", request.call
         else:
             return await request.decide(hooks, tools)
         note = DecisionNote()
         token = noting.set(note)
-        began = time.perf_counter_ns()
+        began = perf_counter_ns()
         try:
             outcome: Any = await request.decide(hooks, tools)
         except BaseException as exc:
@@ -240,11 +264,13 @@ class AuditLog:
         note: DecisionNote,
         began: int,
     ) -> None:
-        """Write the decision's line. Built as text, not as a dict to encode: a third of
-        the cost, on every tool call (benches/bench_audit.py)."""
-        latency = (time.perf_counter_ns() - began) / 1000
+        """Write the decision's line. Built as text from cached pieces, not as a dict to
+        encode: this runs on every tool call (benches/bench_audit.py)."""
+        latency = perf_counter_ns() - began
+        now = time.time_ns()
         allow = outcome.allow
-        decided = note.policy_ns >= 0  # the policies ran (they come last)
+        policy_ns = note.policy_ns
+        decided = policy_ns >= 0  # the policies ran (they come last)
         if allow:
             by = "policy" if decided else "sdk"
         elif decided and not note.policy_allow:
@@ -253,24 +279,38 @@ class AuditLog:
             by = "hook" if note.hook else "sdk"
         rule = note.rule if by == "policy" else None
         self._decisions += 1
-        self._denied += not allow
+        if not allow:
+            self._denied += 1
+        tool: str | None
+        server: str | None
         try:
             if call is not None:
-                trajectory, tool = call.trajectory_id, _str(call.qualified_name)
-                args = self._args(call.args)
+                trajectory, call_id = call.trajectory_id, call.id
+                tool, server = call.name, call.server_name
+                args = _flat_json(call.args) if self.redact is None else None
+                if args is None:
+                    args = self._args(call.args)
             else:  # a step the SDK could not describe
-                trajectory, tool, args = getattr(request, "trajectory_id", ""), "null", "null"
-            ruled = self._rule_json(rule.policy, rule.bucket) if rule is not None else _NO_RULE
-            policy_us = f"{note.policy_ns / 1000:.1f}" if decided else "null"
+                trajectory, call_id, args = getattr(request, "trajectory_id", ""), "", "null"
+                tool, server = None, None
+            key = (conversation, self._turn, trajectory)
+            where = self._where
+            if key != where[0]:
+                where = self._where = (key, self._where_json(*key))
+            verdict = self._verdicts.get((route, tool, server, by, rule, allow))
+            if verdict is None:
+                verdict = self._verdict_json(route, call, by, rule, allow)
+            second, fraction = divmod(now, 1_000_000_000)
+            cached = _last_second  # one read: another thread may replace it meanwhile
+            if second != cached[0]:
+                cached = _second(second)
             line = (
-                f'{{"v":{VERSION},"kind":"decision","time":"{_iso(time.time())}",'
-                f'"conversation":{self._conversation_json(conversation)},"turn":{self._turn},'
-                f'"trajectory":{_str(trajectory)},"call_id":{_str(call.id if call else "")},'
-                f'"route":"{route}","tool":{tool},"args":{args},'
-                f'"verdict":"{"allow" if allow else "deny"}","by":"{by}","rule":{ruled},'
+                f'{{"v":{VERSION},"kind":"decision","time":"{cached[1]}.{fraction // 1000:06d}Z",'
+                f'{where[1]},"call_id":{_encode_string(call_id)},{verdict},'
                 f'"hook":{_str(note.hook) if by == "hook" else "null"},'
-                f'"message":{_str("" if allow else outcome.message)},'
-                f'"latency_us":{latency:.1f},"policy_us":{policy_us}'
+                f'"message":{_EMPTY if allow else _str(outcome.message)},'
+                f'"latency_us":{latency / 1000:.1f},'
+                f'"policy_us":{f"{policy_ns / 1000:.1f}" if decided else "null"},"args":{args}'
             )
             if allow and decided and not note.policy_allow:  # shadow mode: what it would do
                 asks = rule is not None and rule.policy.decision is Decision.ASK_USER
@@ -284,21 +324,41 @@ class AuditLog:
             return
         self._append(line + "}")
 
-    def _rule_json(self, policy: Any, bucket: int) -> str:
-        """The line's rule fields for `policy` (a `Policy`), built once per rule."""
-        cached = self._rules.get(id(policy))
-        if cached is None or cached[0] is not policy:
-            text = (
-                f'{_str(policy.label)},"decision":{_str(policy.decision.value)},'
-                f'"bucket":{int(bucket)},"bucket_name":{_str(BUCKETS[bucket])}'
-            )
-            cached = self._rules[id(policy)] = (policy, text)
-        return cached[1]
+    @staticmethod
+    def _where_json(conversation: str, turn: int, trajectory: str) -> str:
+        return f'"conversation":{_str(conversation)},"turn":{turn},"trajectory":{_str(trajectory)}'
 
-    def _conversation_json(self, conversation: str) -> str:
-        if conversation != self._conversation[0]:
-            self._conversation = (conversation, _str(conversation))
-        return self._conversation[1]
+    def _verdict_json(
+        self, route: str, call: ToolCall | None, by: str, rule: Any, allow: bool
+    ) -> str:
+        """The line's route, tool, verdict and rule fields, built once per combination
+        (a bounded cache: tool names come from the model)."""
+        key = (
+            route,
+            call.name if call is not None else None,
+            call.server_name if call is not None else None,
+            by,
+            rule,
+            allow,
+        )
+        text = self._verdicts.get(key)
+        if text is None:
+            tool = "null" if call is None else _str(call.qualified_name)
+            ruled = _NO_RULE
+            if rule is not None:
+                policy = rule.policy
+                ruled = (
+                    f'{_str(policy.label)},"decision":{_str(policy.decision.value)},'
+                    f'"bucket":{int(rule.bucket)},"bucket_name":{_str(BUCKETS[rule.bucket])}'
+                )
+            text = (
+                f'"route":"{route}","tool":{tool},"verdict":"{"allow" if allow else "deny"}",'
+                f'"by":"{by}","rule":{ruled}'
+            )
+            if len(self._verdicts) >= _VERDICTS_KEPT:
+                self._verdicts.clear()
+            self._verdicts[key] = text
+        return text
 
     def _args(self, args: dict[str, Any]) -> str:
         """`args` as JSON, through the redactor, fail-closed: on any failure the marker
@@ -306,7 +366,7 @@ class AuditLog:
         redact = self.redact
         try:
             if redact is None:
-                return _ENCODER.encode(args)
+                return _flat_json(args) or _ENCODER.encode(args)
             copy = json.loads(_ENCODER.encode(args))  # the redactor's own to change
             redacted = redact(copy)
             if not isinstance(redacted, Mapping):
@@ -330,7 +390,7 @@ class AuditLog:
             {
                 "v": VERSION,
                 "kind": "turn",
-                "time": _iso(time.time()),
+                "time": _iso(time.time_ns()),
                 "conversation": conversation,
                 "turn": self._turn,
                 "stop_reason": stop_reason,

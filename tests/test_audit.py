@@ -358,6 +358,29 @@ def test_any_arguments_give_exactly_one_parseable_line(
     assert line["args"] == args
 
 
+async def test_cached_line_pieces_follow_the_turn_trajectory_and_tool(log: AuditLog) -> None:
+    """The line is built from cached pieces (per conversation, turn and trajectory; per
+    tool and verdict): each must change with what it describes, and the per-tool cache
+    stays bounded whatever names the model makes up."""
+    runner = _runner(rules=[pol.deny("view_file"), pol.allow_all()])
+    for trajectory, name in (("t1", "run_command"), ("t2", "view_file"), ("t2", "list_dir")):
+        call = ToolCall(name=name, args={"A": "x"}, id="c", trajectory_id=trajectory)
+        await _decide(log, HookCall("r", "pre_tool_call", call), runner)
+    log.begin_turn()
+    many = [ToolCall(name="server/t", args={}, server_name=f"s{i}") for i in range(1100)]
+    for call in many:
+        await _decide(log, PolicyRequest("r", call), _runner())
+    lines = _lines(log.path)
+    assert [(x["turn"], x["trajectory"], x["tool"], x["verdict"]) for x in lines[:3]] == [
+        (1, "t1", "run_command", "allow"),
+        (1, "t2", "view_file", "deny"),
+        (1, "t2", "list_dir", "allow"),
+    ]
+    assert [x["tool"] for x in lines[3:]] == [c.qualified_name for c in many]
+    assert {x["turn"] for x in lines[3:]} == {2}
+    assert len(log._verdicts) <= 1024
+
+
 # -- the file ------------------------------------------------------------------------------
 
 
