@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..errors import PolicyError
 
@@ -20,6 +21,34 @@ if TYPE_CHECKING:
 
     from ..harness.effects import SandboxStatus
     from ..policy import PolicyEnforcer
+
+_T = TypeVar("_T")
+
+LOOP_ENV = "ANTIGRAVITY_LOOP"
+"""`ANTIGRAVITY_LOOP=asyncio` keeps the CLI on asyncio's own loop with uvloop installed."""
+
+
+def event_loop_name() -> str:
+    """The loop `run_loop` uses: `uvloop` when the `fast` extra is installed (and not opted
+    out of), else `asyncio`."""
+    if os.environ.get(LOOP_ENV, "").strip().lower() == "asyncio":
+        return "asyncio"
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
+def run_loop(main: Coroutine[Any, Any, _T]) -> _T:
+    """`asyncio.run(main)`, on uvloop when `event_loop_name()` says so: harness
+    callbacks cost less CPU on it (benches/bench_e2e.py)."""
+    if event_loop_name() == "uvloop":
+        import uvloop
+
+        return uvloop.run(main)
+    return asyncio.run(main)
+
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -83,7 +112,7 @@ def _policy_explain(args: argparse.Namespace) -> int:
     engine_log = logging.getLogger("antigravity_sdk.policy")
     was_disabled, engine_log.disabled = engine_log.disabled, True
     try:
-        decision = asyncio.run(enforcer.evaluate(call, ask=False))
+        decision = run_loop(enforcer.evaluate(call, ask=False))
     finally:
         engine_log.disabled = was_disabled
     print(decision)
@@ -219,7 +248,6 @@ async def _initialize(harness: Path) -> SandboxStatus | None:
 
 def _doctor(args: argparse.Namespace) -> int:
     del args
-    import os
     import platform
 
     from .. import __version__
@@ -239,7 +267,7 @@ def _doctor(args: argparse.Namespace) -> int:
         print(f"[WARN] the SDK is tested with harness {HARNESS_VERSION}")
 
     try:
-        sandbox = asyncio.run(_initialize(found.path))
+        sandbox = run_loop(_initialize(found.path))
         print("[ OK ] harness starts, completes its handshake and initializes a conversation")
         # Informational: the SDK leaves the harness's sandbox off (see docs/decisions.md).
         if sandbox is None:
@@ -252,6 +280,12 @@ def _doctor(args: argparse.Namespace) -> int:
     except (AntigravityError, TimeoutError) as exc:
         ok = False
         print(f"[FAIL] harness start: {exc or 'no conversation within 30s'}")
+    if event_loop_name() == "uvloop":
+        import uvloop
+
+        print(f"[INFO] event loop: uvloop {uvloop.__version__} (the fast extra)")
+    else:
+        print("[INFO] event loop: asyncio (pip install 'antigravity-sdk[fast]' for uvloop)")
     if os.environ.get("GEMINI_API_KEY"):
         print("[ OK ] model: GEMINI_API_KEY is set (Gemini API)")
     else:
@@ -317,7 +351,7 @@ def _audit_option(parser: argparse.ArgumentParser) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return asyncio.run(run_demo(base_url=args.base_url, model=args.model, audit_log=args.audit_log))
+    return run_loop(run_demo(base_url=args.base_url, model=args.model, audit_log=args.audit_log))
 
 
 def _chat(args: argparse.Namespace) -> int:
@@ -327,14 +361,14 @@ def _chat(args: argparse.Namespace) -> int:
         from .repl import run_repl
 
         try:
-            return asyncio.run(
+            return run_loop(
                 run_repl(policies_file=args.policies, base_url=args.base_url, model=args.model)
             )
         except KeyboardInterrupt:  # Ctrl-C outside a turn and the prompt (starting, say)
             return 130
     from .chat import run_chat
 
-    return asyncio.run(
+    return run_loop(
         run_chat(
             args.prompt,
             policies_file=args.policies,
