@@ -1,29 +1,43 @@
-"""End-to-end cost of the SDK around the REAL harness (a script, not a test).
+"""End-to-end cost of the SDK around the REAL harness, next to the official SDK and a floor.
 
-    .venv/bin/python benches/bench_e2e.py [--calls 50] [--reps 3] [--starts 5]
+    .venv/bin/python benches/bench_e2e.py [--calls 50] [--reps 3] [--starts 5] [--quick]
 
-What it measures, each in a fresh subprocess so numbers do not contaminate each other:
+A script, not a test. Every measurement runs in a fresh subprocess; the ScriptedModel
+serves from its own process. The turn: the model asks for `run_command true` once per
+reply, `--calls` times, then answers text; one `pre_tool_call` hook allows every call and
+the policy is allow-all, in both SDKs. Ours and the official SDK (`google.antigravity`,
+the `bench` extra) alternate run by run (the order flips every rep), on plain asyncio and
+on uvloop when it is installed, `--reps` runs each; the table shows medians [min-max].
 
-* agent start: `async with agent` (spawn harness, handshake, initialize), median of
-  `--starts` starts in one process;
-* a `--calls`-call turn: the model asks for `run_command true` once per reply, then
-  answers text. A `pre_tool_call` + `post_tool_call` hook and a predicate policy
-  (`deny(run_command, when=rm in CommandLine)` + `allow_all`) run on every call;
-  - wall time of the turn;
-  - Python CPU (getrusage RUSAGE_SELF user+sys over the turn) per tool call, with the
-    ScriptedModel in the same process, and with it in a separate process (SDK only);
-  - Python CPU per harness callback (callHookRequest / policyDecisionRequest frames);
-  - callback latency: websocket frame received -> reply sent, per request id, measured by
-    wrapping websockets' `Connection.recv` / `send` (both SDKs use websockets' asyncio
-    client, so both are measured at the same point);
-  - peak RSS (ru_maxrss) of the SDK-only process, with bytecode caches as after a normal
-    install (the bench warms a private PYTHONPYCACHEPREFIX for both SDKs first).
+* CPU per tool call: getrusage(RUSAGE_SELF) user+sys of the SDK's process over the turn,
+  divided by the tool calls.
+* CPU per callback, frame in -> reply out: thread CPU time from the moment the socket
+  bytes holding a harness request reach the protocol to the moment the reply with the
+  same request id has been written to the transport; and the wall latency between the
+  same two points. Probed where both SDKs and both loops meet and neither SDK's
+  internals matter: the event loop's `create_connection` is overridden (a loop
+  subclass), the protocol factory wrapped and the transport replaced by a thin proxy in
+  `connection_made` (uvloop's transports are C objects that cannot be patched). While
+  the turn runs the probe only appends (clock readings, bytes) per chunk in and per
+  write out; it cuts WebSocket frames (server frames are unmasked; client frames are
+  unmasked here) and matches requests to replies by request id after the turn, so no
+  parsing lands in a measured window. What it does add (two clock reads, a tuple, a
+  Python call per chunk) is measured warm and shown, not subtracted: its cold-cache
+  share after a wake-up would otherwise be paid by the client's own first code.
+* A replay floor: one extra turn of ours is recorded at the probe (every harness frame,
+  when it arrived, which replies came back), and a loopback `websockets` server in its
+  own process replays it with its timing, waiting for each recorded reply before
+  sending what followed. The clients only decode each frame (`json.loads`) and answer
+  the hook/policy requests with a fixed allow: a bare blocking client (socket +
+  websockets' sans-I/O `ClientProtocol`) and a bare asyncio client (an asyncio Protocol
+  driving the same `ClientProtocol`, probed like the SDKs, on both loops).
+* Peak RSS (ru_maxrss) of the SDK's process, with bytecode caches as after a normal
+  install (the bench warms a private PYTHONPYCACHEPREFIX for both SDKs first).
+* Agent start (spawn, handshake, initialize), median of `--starts` in one process per
+  SDK, plain asyncio; and our code alone on one callback, in process, no sockets.
 
-If `google.antigravity` (the official SDK, our `bench` extra) is importable, the same
-turn runs through it and the table shows official/ours ratios.
-
-Internal modes: `--serve N` serves a ScriptedModel for N calls (prints its base URL, runs
-until stdin closes); `--worker SDK MODE` runs one measurement and prints one JSON line.
+Internal modes: `--serve N` (the model server), `--worker SDK LOOP` (one turn, one JSON
+line), `--start SDK`, `--replay-serve FILE`, `--replay-client KIND LOOP PORT`.
 """
 
 from __future__ import annotations
@@ -36,19 +50,45 @@ import json
 import os
 import re
 import resource
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from websockets.frames import Opcode
+from websockets.http11 import Response
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+LOOPS = ("asyncio", "uvloop")
+_DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+PROMPT = "Run `true` as often as you are told to."
 
-# -- the scripted model ---------------------------------------------------------------------
+
+def calibration_us() -> float:
+    """CPU-µs of sum(range(1000)) on this box right now (an idle laptop: ~8-10)."""
+    began = time.thread_time_ns()
+    for _ in range(100):
+        sum(range(1000))
+    return (time.thread_time_ns() - began) / 100 / 1000
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+# -- the scripted model -------------------------------------------------------------------
 
 
 def make_script(calls: int) -> Any:
@@ -72,120 +112,323 @@ async def serve(calls: int) -> None:
         await asyncio.to_thread(sys.stdin.read)  # until the parent closes our stdin
 
 
-# -- probes -----------------------------------------------------------------------------------
+# -- the probe: at the loop's socket transport --------------------------------------------
 
-_REQ = re.compile(r'"(callHookRequest|policyDecisionRequest)"')
-_RESP = re.compile(r'"(callHookResponse|policyDecisionResponse)"')
-_ID = re.compile(r'"requestId"\s*:\s*"([^"]*)"')
+_REQ = re.compile(rb'"(callHookRequest|policyDecisionRequest)"')
+_RESP = re.compile(rb'"(callHookResponse|policyDecisionResponse)"')
+_ID = re.compile(rb'"requestId"\s*:\s*"([^"]*)"')
+
+
+def _frames(buf: bytearray) -> list[tuple[int, bool, bytes]]:
+    """Pops the complete WebSocket frames off `buf`: (opcode, fin, unmasked payload)."""
+    out, pos, size = [], 0, len(buf)
+    while size - pos >= 2:
+        b0, b1 = buf[pos], buf[pos + 1]
+        length, head = b1 & 0x7F, 2
+        if length == 126:
+            if size - pos < 4:
+                break
+            length, head = int.from_bytes(buf[pos + 2 : pos + 4], "big"), 4
+        elif length == 127:
+            if size - pos < 10:
+                break
+            length, head = int.from_bytes(buf[pos + 2 : pos + 10], "big"), 10
+        mask = b""
+        if b1 & 0x80:
+            mask, head = bytes(buf[pos + head : pos + head + 4]), head + 4
+        end = pos + head + length
+        if end > size:
+            break
+        payload = bytes(buf[pos + head : end])
+        if mask and length:
+            key = (mask * (length // 4 + 1))[:length]
+            payload = (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(
+                length, "big"
+            )
+        out.append((b0 & 0x0F, bool(b0 & 0x80), payload))
+        pos = end
+    del buf[:pos]
+    return out
+
+
+class _Stream:
+    """One connection's two byte streams, cut into WebSocket messages after the turn."""
+
+    def __init__(self) -> None:
+        self.websocket: bool | None = None  # decided by the first write (the HTTP upgrade)
+        self.head: bytearray | None = bytearray()  # the server's HTTP response, until its end
+        self.inbuf, self.outbuf = bytearray(), bytearray()
+        self.parts_in: list[bytes] = []
+        self.parts_out: list[bytes] = []
+        self.opcode_in = 1
+
+    def incoming(self, data: bytes) -> list[tuple[int, bytes]]:
+        if not self.websocket:
+            return []
+        if self.head is not None:
+            self.head += data
+            cut = self.head.find(b"\r\n\r\n")
+            if cut < 0:
+                return []
+            self.inbuf += self.head[cut + 4 :]
+            self.head = None
+        else:
+            self.inbuf += data
+        messages = []
+        for opcode, fin, payload in _frames(self.inbuf):
+            if opcode in (1, 2):
+                self.opcode_in = opcode
+            elif opcode != 0:
+                continue  # control frames
+            self.parts_in.append(payload)
+            if fin:
+                messages.append((self.opcode_in, b"".join(self.parts_in)))
+                self.parts_in.clear()
+        return messages
+
+    def outgoing(self, data: bytes) -> list[tuple[int, bytes]]:
+        if self.websocket is None:
+            self.websocket = b"upgrade: websocket" in data.lower()
+            return []
+        if not self.websocket:
+            return []
+        self.outbuf += data
+        messages = []
+        for opcode, fin, payload in _frames(self.outbuf):
+            if opcode in (0, 1, 2):
+                self.parts_out.append(payload)
+                if fin:
+                    messages.append((opcode, b"".join(self.parts_out)))
+                    self.parts_out.clear()
+        return messages
 
 
 class Probe:
-    """Timestamps callback frames at the websocket: received -> reply sent, by request id."""
+    """Timestamps every chunk in and every write out, and does nothing else while the
+    turn runs: the frames are cut, and requests matched to replies by request id,
+    afterwards (`analyse`), so parsing never lands inside a measured window."""
 
     def __init__(self) -> None:
-        self.active = False
-        self.pending: dict[tuple[str, str], tuple[int, int]] = {}
-        self.latencies_ns: list[int] = []
-        self.cpu_ns: list[int] = []  # this thread's CPU from frame delivered to reply written
-        self.requests = 0
-        self.frames = 0
+        # (stream, outgoing?, thread CPU ns, wall ns, bytes), in the order they happened
+        self.events: list[tuple[_Stream, bool, int, int, bytes]] = []
+        self.first = self.last = 0  # the turn's events: events[first:last]
+        self.began_ns = 0
+        self.cpu_ns: list[int] = []
+        self.latency_ns: list[int] = []
+        self.frames_in = self.requests = self.replies = 0
+        self.record: list[tuple[str, int, Any]] = []
 
-    def install(self) -> None:
-        from websockets.asyncio.connection import Connection
+    def start(self) -> None:
+        self.first, self.began_ns = len(self.events), time.perf_counter_ns()
 
-        probe, clock, cpu_clock = self, time.perf_counter_ns, time.thread_time_ns
-        recv, send = Connection.recv, Connection.send
+    def stop(self) -> None:
+        self.last = len(self.events)
 
-        async def timed_recv(self: Any, *args: Any, **kwargs: Any) -> Any:
-            data = await recv(self, *args, **kwargs)
-            if probe.active:
-                probe.frames += 1
-            if probe.active and isinstance(data, str):
-                kind = _REQ.search(data, 0, 200)
-                if kind:
-                    rid = _ID.search(data)
-                    if rid:
-                        probe.requests += 1
-                        key = (kind.group(1)[:4], rid.group(1))
-                        probe.pending[key] = (clock(), cpu_clock())
-            return data
-
-        async def timed_send(self: Any, message: Any, *args: Any, **kwargs: Any) -> Any:
-            result = await send(self, message, *args, **kwargs)
-            if probe.active and isinstance(message, str):
-                kind = _RESP.search(message, 0, 200)
-                if kind:
-                    rid = _ID.search(message)
-                    began = (
-                        probe.pending.pop((kind.group(1)[:4], rid.group(1)), None) if rid else None
-                    )
-                    if began is not None:
-                        probe.latencies_ns.append(clock() - began[0])
-                        probe.cpu_ns.append(cpu_clock() - began[1])
-            return result
-
-        Connection.recv = timed_recv  # type: ignore[method-assign]
-        Connection.send = timed_send  # type: ignore[method-assign]
+    def analyse(self) -> None:
+        pending: dict[tuple[bytes, bytes], tuple[int, int]] = {}
+        for index, (stream, out, cpu, wall, data) in enumerate(self.events):
+            inside = self.first <= index < self.last
+            for opcode, message in stream.outgoing(data) if out else stream.incoming(data):
+                if not inside:
+                    continue
+                kind = (_RESP if out else _REQ).search(message, 0, 300)
+                rid = _ID.search(message) if kind else None
+                key = (kind.group(1)[:4], rid.group(1)) if kind and rid else None
+                if not out:
+                    self.frames_in += 1
+                    self.record.append(("in", wall, (opcode, message.decode("utf-8", "replace"))))
+                    if key:
+                        self.requests += 1
+                        pending[key] = (cpu, wall)
+                elif key and key in pending:
+                    began = pending.pop(key)
+                    self.replies += 1
+                    self.cpu_ns.append(cpu - began[0])
+                    self.latency_ns.append(wall - began[1])
+                    self.record.append(("out", wall, key[1].decode()))
 
 
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+class _ProbedTransport(asyncio.Transport):
+    """Forwards everything to the loop's transport; notes every write after it happened.
+    An `asyncio.Transport` itself, for protocols that check what they are given."""
+
+    def __init__(self, transport: Any, stream: _Stream, events: list[Any]) -> None:
+        super().__init__()
+        self._transport, self._stream, self._events = transport, stream, events
+
+    def write(self, data: Any) -> None:
+        self._transport.write(data)
+        self._events.append(
+            (
+                self._stream,
+                True,
+                time.thread_time_ns(),
+                time.perf_counter_ns(),
+                data if type(data) is bytes else bytes(data),
+            )
+        )
+
+    def writelines(self, chunks: Any) -> None:
+        chunks = list(chunks)
+        self._transport.writelines(chunks)
+        self._events.append(
+            (self._stream, True, time.thread_time_ns(), time.perf_counter_ns(), b"".join(chunks))
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
-def sys_seconds() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+def _forward(name: str) -> Any:
+    def method(self: _ProbedTransport, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._transport, name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+for _name in dir(asyncio.Transport):  # the base class's stubs would shadow __getattr__
+    if not _name.startswith("_") and _name not in ("write", "writelines"):
+        setattr(_ProbedTransport, _name, _forward(_name))
 
 
-# -- our SDK ----------------------------------------------------------------------------------
+class _Probed:
+    """Sits between the loop's transport and the client's protocol."""
+
+    def __init__(self, inner: Any, probe: Probe) -> None:
+        self.inner, self.stream, self.events = inner, _Stream(), probe.events
+        self.transport: _ProbedTransport | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = _ProbedTransport(transport, self.stream, self.events)
+        self.inner.connection_made(self.transport)
+
+    def eof_received(self) -> bool | None:
+        result: bool | None = self.inner.eof_received()
+        return result
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
 
-def ours_hook_and_policies(counter: dict[str, int]) -> tuple[Any, list[Any]]:
-    """The hook and the predicate policy every measured tool call goes through."""
-    from antigravity_sdk import Hook, HookResult, policy
-    from antigravity_sdk.types import ToolCall, ToolResult
+class _ProbedProtocol(_Probed, asyncio.Protocol):
+    def data_received(self, data: bytes) -> None:
+        self.events.append(
+            (self.stream, False, time.thread_time_ns(), time.perf_counter_ns(), data)
+        )
+        self.inner.data_received(data)
 
-    class Counting(Hook):
+
+class _ProbedBufferedProtocol(_Probed, asyncio.BufferedProtocol):
+    """For a client protocol that reads into its own buffer (not an asyncio.Protocol, so
+    that the loop calls these two)."""
+
+    def get_buffer(self, sizehint: int) -> Any:
+        self._buffer = memoryview(self.inner.get_buffer(sizehint))
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.events.append(
+            (
+                self.stream,
+                False,
+                time.thread_time_ns(),
+                time.perf_counter_ns(),
+                bytes(self._buffer[:nbytes]),
+            )
+        )
+        self.inner.buffer_updated(nbytes)
+
+
+def probe_cost_us() -> float:
+    """Warm CPU-µs the probe adds per chunk in or write out (what stays in the figures)."""
+
+    class Sink(asyncio.Protocol):
+        def data_received(self, data: bytes) -> None:
+            pass
+
+        def write(self, data: bytes) -> None:
+            pass
+
+    probe, rounds, data = Probe(), 20000, b"x" * 400
+    protocol = _ProbedProtocol(Sink(), probe)
+    protocol.connection_made(Sink())
+    assert protocol.transport is not None
+    cpu0 = time.thread_time_ns()
+    for _ in range(rounds):
+        protocol.data_received(data)
+        protocol.transport.write(data)
+    return (time.thread_time_ns() - cpu0) / rounds / 2 / 1000
+
+
+def probed_loop_factory(loop: str, probe: Probe) -> Callable[[], asyncio.AbstractEventLoop]:
+    """An event loop class whose `create_connection` puts the probe on every connection."""
+    base: Any = asyncio.SelectorEventLoop
+    if loop == "uvloop":
+        import uvloop
+
+        base = uvloop.Loop
+
+    class ProbedLoop(base):  # type: ignore[misc, valid-type]
+        async def create_connection(self, factory: Any, *args: Any, **kwargs: Any) -> Any:
+            def wrapped() -> _Probed:
+                inner = factory()
+                if isinstance(inner, asyncio.BufferedProtocol):
+                    return _ProbedBufferedProtocol(inner, probe)
+                return _ProbedProtocol(inner, probe)
+
+            _, outer = await super().create_connection(wrapped, *args, **kwargs)
+            return outer.transport, outer.inner
+
+    return ProbedLoop
+
+
+def callback_figures(probe: Probe, calls: int, cpu_s: float) -> dict[str, Any]:
+    """The turn's figures; call after `probe.stop()`."""
+    events = probe.last - probe.first
+    probe.analyse()
+    return {
+        "cpu_call_ms": cpu_s / max(1, calls) * 1000,
+        "probe_call_us": events * probe_cost_us() / max(1, calls),
+        "callback_cpu_us": statistics.median(probe.cpu_ns) / 1000 if probe.cpu_ns else None,
+        "callback_wall_us": (
+            statistics.median(probe.latency_ns) / 1000 if probe.latency_ns else None
+        ),
+        "frames_in": probe.frames_in,
+        "requests": probe.requests,
+        "replies": probe.replies,
+    }
+
+
+# -- the two SDKs --------------------------------------------------------------------------
+
+
+def _ours_agent(root: Path, base_url: str, counter: dict[str, int]) -> Any:
+    from antigravity_sdk import Agent, Hook, HookResult, policy
+    from antigravity_sdk.types import ToolCall
+
+    class Allow(Hook):
         async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
             counter["pre"] += 1
             return HookResult.ALLOWED
 
-        async def post_tool_call(self, result: ToolResult) -> None:
-            counter["post"] += 1
-
-    policies = [
-        policy.deny("run_command", when=lambda a: "rm" in a["CommandLine"], name="no-rm"),
-        policy.allow_all(),
-    ]
-    return Counting(), policies
-
-
-def _ours_agent(root: Path, model: Any, base_url: str | None, counter: dict[str, int]) -> Any:
-    from antigravity_sdk import Agent
-
-    hook, policies = ours_hook_and_policies(counter)
-    ws = root / "ws"
-    ws.mkdir(exist_ok=True)
-    builder = (
+    (root / "ws").mkdir(exist_ok=True)
+    return (
         Agent.builder()
-        .hook(hook)
-        .policies(policies)
-        .workspaces([ws])
+        .hook(Allow())
+        .policies([policy.allow_all()])
+        .workspaces([root / "ws"])
         .save_dir(root / "save")
         .app_data_dir(root / "app")
+        .model("scripted-model", base_url=base_url)
+        .build()
     )
-    if base_url is None:
-        builder.model(model)
-    else:
-        builder.model("scripted-model", base_url=base_url)
-    return builder.build()
-
-
-# -- the official SDK ---------------------------------------------------------------------------
 
 
 def _official_agent(root: Path, base_url: str, counter: dict[str, int]) -> Any:
@@ -193,211 +436,288 @@ def _official_agent(root: Path, base_url: str, counter: dict[str, int]) -> Any:
     from google.antigravity.hooks import hooks as ag_hooks
     from google.antigravity.hooks import policy as ag_policy
 
-    class Pre(ag_hooks.PreToolCallDecideHook):
+    class Allow(ag_hooks.PreToolCallDecideHook):
         async def run(self, context: Any, data: Any) -> Any:
             counter["pre"] += 1
             return ag_hooks.HookResult(allow=True)
 
-    class Post(ag_hooks.PostToolCallHook):
-        async def run(self, context: Any, data: Any) -> None:
-            counter["post"] += 1
-
-    ws = root / "ws"
-    ws.mkdir(exist_ok=True)
-    (root / "save").mkdir(exist_ok=True)
-    (root / "app").mkdir(exist_ok=True)
+    for name in ("ws", "save", "app"):
+        (root / name).mkdir(exist_ok=True)
     config = LocalOpenAIAgentConfig(
         model="scripted-model",
         base_url=base_url,
-        hooks=[Pre(), Post()],
-        policies=[
-            ag_policy.deny("run_command", when=lambda a: "rm" in a["CommandLine"], name="no-rm"),
-            ag_policy.allow_all(),
-        ],
-        workspaces=[str(ws)],
+        hooks=[Allow()],
+        policies=[ag_policy.allow_all()],
+        workspaces=[str(root / "ws")],
         save_dir=str(root / "save"),
         app_data_dir=str(root / "app"),
     )
     return Agent(config)
 
 
-# -- one worker ---------------------------------------------------------------------------------
+def build_agent(sdk: str, root: Path, base_url: str, counter: dict[str, int]) -> Any:
+    if sdk == "ours":
+        return _ours_agent(root, base_url, counter)
+    return _official_agent(root, base_url, counter)
 
 
-async def worker(
-    sdk: str, mode: str, calls: int, starts: int, model_url: str | None
+async def turn_worker(
+    sdk: str, probe: Probe, calls: int, url: str, record: str | None
 ) -> dict[str, Any]:
-    probe = Probe()
-    probe.install()
-    counter = {"pre": 0, "post": 0}
-    out: dict[str, Any] = {"sdk": sdk, "mode": mode}
-    in_process_model = None
-    if model_url is None:
-        from antigravity_sdk.testing import ScriptedModel
+    counter = {"pre": 0}
+    out: dict[str, Any] = {"calibration_us": calibration_us()}
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
+        async with build_agent(sdk, Path(tmp), url, counter) as agent:
+            profiler = None
+            if os.environ.get("BENCH_PROFILE_TURN"):
+                import cProfile
 
-        in_process_model = ScriptedModel(make_script(calls))
-        await in_process_model.start()
-        model_url = in_process_model.base_url
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
-            root = Path(tmp)
-
-            def build() -> Any:
-                if sdk == "ours":
-                    return _ours_agent(root, None, model_url, counter)
-                return _official_agent(root, model_url, counter)
-
-            if mode == "start":
-                times = []
-                for _ in range(starts):
-                    agent = build()
-                    began = time.perf_counter()
-                    await agent.__aenter__()
-                    times.append(time.perf_counter() - began)
-                    await agent.__aexit__(None, None, None)
-                out["start_s"] = statistics.median(times)
-                out["start_all_s"] = times
-                return out
-            agent = build()
-            async with agent:
-                probe.active = True
-                modules = set(sys.modules)
-                profiler = None
-                if os.environ.get("BENCH_PROFILE_TURN"):
-                    import cProfile
-
-                    profiler = cProfile.Profile()
-                    profiler.enable()
-                if os.environ.get("BENCH_PREWARM") and sdk == "ours":
-                    from antigravity_sdk.types import ChatResponse
-
-                    ChatResponse()  # builds the deferred pydantic schema outside the turn
-                cpu0, wall0, sys0 = cpu_seconds(), time.perf_counter(), sys_seconds()
-                response = await agent.chat("Run `true` as often as you are told to.")
-                answer = response.text
-                if callable(answer):  # the official ChatResponse streams: await the turn's end
-                    answer = await answer()
-                wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
-                out["sys_s"] = sys_seconds() - sys0
-                probe.active = False
-                if profiler is not None:
-                    profiler.disable()
-                    profiler.dump_stats(os.environ["BENCH_PROFILE_TURN"])
-                out["imported_during_turn"] = sorted(set(sys.modules) - modules)
-            lat = sorted(probe.latencies_ns)
-            out.update(
-                wall_s=wall,
-                cpu_s=cpu,
-                calls=counter["pre"],
-                posts=counter["post"],
-                callbacks=probe.requests,
-                frames=probe.frames,
-                sys_call_ms=out["sys_s"] / max(1, counter["pre"]) * 1000,
-                user_call_ms=(cpu - out["sys_s"]) / max(1, counter["pre"]) * 1000,
-                answered=len(lat),
-                cpu_call_ms=cpu / max(1, counter["pre"]) * 1000,
-                cpu_callback_ms=cpu / max(1, probe.requests) * 1000,
-                lat_median_us=statistics.median(lat) / 1000 if lat else None,
-                lat_p90_us=lat[int(len(lat) * 0.9)] / 1000 if lat else None,
-                callback_cpu_us=statistics.median(probe.cpu_ns) / 1000 if probe.cpu_ns else None,
-                answer_ok=answer.strip().endswith("done"),
-            )
-    finally:
-        if in_process_model is not None:
-            await in_process_model.stop()
-    out["rss_mb"] = peak_rss_mb()
+                profiler = cProfile.Profile()
+                profiler.enable()
+            probe.start()
+            cpu0, wall0 = cpu_seconds(), time.perf_counter()
+            response = await agent.chat(PROMPT)
+            answer = response.text
+            if callable(answer):  # the official ChatResponse streams: await the turn's end
+                answer = await answer()
+            wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
+            probe.stop()
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(os.environ["BENCH_PROFILE_TURN"])
+    out["rss_mb"] = peak_rss_mb()  # before the probe's analysis allocates anything
+    out.update(
+        callback_figures(probe, counter["pre"], cpu),
+        wall_s=wall,
+        calls=counter["pre"],
+        answer_ok=str(answer).strip().endswith("done"),
+    )
+    if record:
+        save_replay(Path(record), probe, counter["pre"])
     return out
 
 
-# -- the orchestrator ---------------------------------------------------------------------------
+async def start_worker(sdk: str, starts: int, url: str) -> dict[str, Any]:
+    times = []
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
+        for _ in range(starts):
+            agent = build_agent(sdk, Path(tmp), url, {"pre": 0})
+            began = time.perf_counter()
+            await agent.__aenter__()
+            times.append(time.perf_counter() - began)
+            await agent.__aexit__(None, None, None)
+    return {"start_s": statistics.median(times)}
 
 
-def run_worker(args: list[str], env: dict[str, str], profile: Path | None = None) -> dict[str, Any]:
-    cmd = [sys.executable]
-    if profile is not None:
-        cmd += ["-m", "cProfile", "-o", str(profile)]
-    cmd += [str(Path(__file__).resolve()), *args]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"worker {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+# -- the replay floor -------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def model_server(calls: int, env: dict[str, str]) -> Any:
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve", str(calls)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise RuntimeError("the model server did not start")
-        yield url
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
+def save_replay(path: Path, probe: Probe, calls: int) -> None:
+    """The recorded turn as steps: send a frame `gap` s after the previous step, or wait
+    for the reply to a request id (the gap after it counts from its arrival)."""
+    steps: list[dict[str, Any]] = []
+    previous = probe.began_ns
+    for kind, at, what in probe.record:
+        if kind == "in":
+            opcode, body = what
+            steps.append({"gap": (at - previous) / 1e9, "text": opcode == 1, "frame": body})
+        else:
+            steps.append({"await": what})
+        previous = at
+    path.write_text(json.dumps({"calls": calls, "steps": steps}))
+
+
+async def replay_serve(steps: list[dict[str, Any]]) -> None:
+    from websockets.asyncio.server import serve as ws_serve
+
+    async def handler(ws: Any) -> None:
+        replied: set[str] = set()
+        arrived = asyncio.Event()
+
+        async def read() -> None:
+            async for message in ws:
+                rid = _ID.search(message.encode() if isinstance(message, str) else message)
+                if rid:
+                    replied.add(rid.group(1).decode())
+                    arrived.set()
+
+        await ws.recv()  # the client's go
+        reader = asyncio.create_task(read())
+        clock = time.perf_counter
+        previous = clock()
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            for step in steps:
+                if "await" in step:
+                    while step["await"] not in replied:
+                        arrived.clear()
+                        await asyncio.wait_for(arrived.wait(), 30)
+                    previous = clock()
+                    continue
+                due = previous + step["gap"]
+                if due > clock():
+                    await asyncio.sleep(due - clock())
+                frame = step["frame"]
+                await ws.send(frame if step["text"] else frame.encode())
+                previous = due
+            await ws.close()  # the end of the turn: a close frame, no data frame
+        finally:
+            reader.cancel()
 
-
-_FLOOR_SERVER = """
-import asyncio, json, sys
-from websockets.asyncio.server import serve
-frame = json.dumps({"stepUpdate": {"trajectoryId": "a" * 32, "stepIndex": 3,
-    "state": "STATE_ACTIVE", "text": "Tool execution",
-    "runCommand": {"commandLine": "true", "workingDir": "/tmp/ws"}}, "seqNum": "12"})
-async def handler(ws):
-    await ws.recv()
-    for _ in range(int(sys.argv[1])):
-        await ws.send(frame)
-        await asyncio.sleep(float(sys.argv[2]))
-    await ws.send("END")
-async def main():
-    async with serve(handler, "127.0.0.1", 0) as server:
+    async with ws_serve(handler, "127.0.0.1", 0, compression=None, max_size=None) as server:
         print(server.sockets[0].getsockname()[1], flush=True)
-        await asyncio.Future()
-asyncio.run(main())
-"""
+        await asyncio.to_thread(sys.stdin.read)
 
 
-async def _floor_client(port: int) -> float:
-    from websockets.asyncio.client import connect
-
-    async with connect(f"ws://127.0.0.1:{port}/", ping_interval=None, compression=None) as ws:
-        await ws.send("go")
-        cpu0, frames = cpu_seconds(), 0
-        while (text := await ws.recv()) != "END":
-            json.loads(text)
-            frames += 1
-        return (cpu_seconds() - cpu0) / max(1, frames)
+_ALLOW_TOOL = {"decision": "ALLOW"}
 
 
-def wake_floor_us(gap: float, frames: int = 300) -> float:
-    """This box's CPU per frame for a bare websockets client that only json.loads frames
-    arriving `gap` seconds apart: the cost any client pays per harness frame, before it
-    does any work of its own."""
-    server = subprocess.Popen(
-        [sys.executable, "-c", _FLOOR_SERVER, str(frames), str(gap)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def fixed_answer(frame: Any) -> dict[str, Any] | None:
+    """A fixed allow for hook and policy requests; nothing for any other frame."""
+    request = frame.get("callHookRequest")
+    if request is not None:
+        body: dict[str, Any] = {"requestId": request["requestId"]}
+        if "preToolArgs" in request:
+            body["preToolResult"] = _ALLOW_TOOL
+        else:
+            body["emptyResult"] = {}
+        return {"callHookResponse": body}
+    request = frame.get("policyDecisionRequest")
+    if request is not None:
+        return {
+            "policyDecisionResponse": {
+                "requestId": request["requestId"],
+                "outcome": "POLICY_EVALUATION_OUTCOME_ALLOW",
+            }
+        }
+    return None
+
+
+def _client_protocol(port: int) -> Any:
+    from websockets.client import ClientProtocol
+    from websockets.uri import parse_uri
+
+    return ClientProtocol(parse_uri(f"ws://127.0.0.1:{port}/"), max_size=None)
+
+
+OPENED = object()  # the handshake completed
+CLOSED = object()  # the server closed: the recorded turn is over
+
+
+def _messages(ws: Any, parts: list[bytes]) -> Any:
+    """What the sans-I/O parser just produced: OPENED, CLOSED or a data message (bytes)."""
+    for event in ws.events_received():
+        if isinstance(event, Response):
+            yield OPENED
+        elif event.opcode is Opcode.CLOSE:
+            yield CLOSED
+        elif event.opcode in _DATA:
+            parts.append(event.data)
+            if event.fin:
+                yield b"".join(parts)
+                parts.clear()
+
+
+def blocking_client(port: int, calls: int) -> dict[str, Any]:
+    """Socket + sans-I/O parser, one thread, blocking recv: decode, answer, nothing else."""
+    ws = _client_protocol(port)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    ws.send_request(ws.connect())
+    sock.sendall(b"".join(ws.data_to_send()))
+    cpu_ns: list[int] = []
+    latency_ns: list[int] = []
+    frames, cpu0, closed, parts = 0, 0.0, False, list[bytes]()
     try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
-        return asyncio.run(_floor_client(port)) * 1e6
+        while not closed:
+            data = sock.recv(1 << 18)
+            cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
+            if not data:
+                raise RuntimeError("the replay server closed the connection early")
+            ws.receive_data(data)
+            for message in _messages(ws, parts):
+                if message is OPENED:
+                    ws.send_text(b"go")
+                    cpu0 = cpu_seconds()
+                elif message is CLOSED:
+                    closed = True
+                else:
+                    frames += 1
+                    reply = fixed_answer(json.loads(message))
+                    if reply is not None:
+                        ws.send_text(json.dumps(reply).encode())
+                        sock.sendall(b"".join(ws.data_to_send()))
+                        cpu_ns.append(time.thread_time_ns() - cpu)
+                        latency_ns.append(time.perf_counter_ns() - wall)
+            pending = ws.data_to_send()
+            if pending:
+                sock.sendall(b"".join(pending))
+        cpu_s = cpu_seconds() - cpu0
     finally:
-        server.kill()
-        server.wait()
+        sock.close()
+    return {
+        "cpu_call_ms": cpu_s / max(1, calls) * 1000,
+        "callback_cpu_us": statistics.median(cpu_ns) / 1000 if cpu_ns else None,
+        "callback_wall_us": statistics.median(latency_ns) / 1000 if latency_ns else None,
+        "frames_in": frames,
+        "replies": len(cpu_ns),
+        "rss_mb": peak_rss_mb(),
+    }
 
+
+class _BareProtocol(asyncio.Protocol):
+    """An asyncio Protocol driving the sans-I/O parser: decode, answer, nothing else."""
+
+    def __init__(self, port: int, done: asyncio.Future[float]) -> None:
+        self.ws, self.done, self.parts = _client_protocol(port), done, list[bytes]()
+        self.cpu0 = 0.0
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.ws.send_request(self.ws.connect())
+        transport.write(b"".join(self.ws.data_to_send()))
+
+    def data_received(self, data: bytes) -> None:
+        ws = self.ws
+        ws.receive_data(data)
+        for message in _messages(ws, self.parts):
+            if message is OPENED:
+                ws.send_text(b"go")
+                self.cpu0 = cpu_seconds()
+            elif message is CLOSED:
+                if not self.done.done():
+                    self.done.set_result(cpu_seconds() - self.cpu0)
+            else:
+                reply = fixed_answer(json.loads(message))
+                if reply is not None:
+                    ws.send_text(json.dumps(reply).encode())
+                    self.transport.write(b"".join(ws.data_to_send()))
+        pending = ws.data_to_send()
+        if pending:
+            self.transport.write(b"".join(pending))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(RuntimeError(f"the replay connection was lost: {exc}"))
+
+
+async def asyncio_client(port: int, calls: int, probe: Probe) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[float] = loop.create_future()
+    transport, _ = await loop.create_connection(
+        lambda: _BareProtocol(port, done), "127.0.0.1", port
+    )
+    transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    probe.start()
+    try:
+        cpu_s = await asyncio.wait_for(done, 120)
+    finally:
+        transport.close()
+    probe.stop()
+    rss = peak_rss_mb()
+    return {**callback_figures(probe, calls, cpu_s), "rss_mb": rss}
+
+
+# -- our code alone ---------------------------------------------------------------------------
 
 _PRE_TOOL_FRAME = json.dumps(
     {
@@ -419,190 +739,291 @@ _PRE_TOOL_FRAME = json.dumps(
 )
 
 
-def callback_path_us(rounds: int = 20000) -> tuple[float, float]:
-    """Our code alone on one PRE_TOOL callback, no sockets: decode, core, hook + predicate
-    policy, reply, encode. Returns (inline, with the task the agent spawns per callback)."""
-    from antigravity_sdk import HookRunner, policy
+def callback_path_us(rounds: int) -> float:
+    """Our code alone on one PRE_TOOL callback, no sockets: decode, core, the allowing
+    hook + the allow-all policy, reply, encode (median of 5 batches, CPU-µs)."""
+    from antigravity_sdk import Hook, HookResult, HookRunner, policy
     from antigravity_sdk.harness.effects import HookCall
     from antigravity_sdk.harness.protocol import SessionCore
     from antigravity_sdk.harness.wire import decode_frame
     from antigravity_sdk.tools import ToolRunner
+    from antigravity_sdk.types import ToolCall
 
-    hook, policies = ours_hook_and_policies({"pre": 0, "post": 0})
-    runner = HookRunner([hook, policy.enforce(policies)])
+    class Allow(Hook):
+        async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+            return HookResult.ALLOWED
+
+    runner = HookRunner([Allow(), policy.enforce([policy.allow_all()])])
     tools = ToolRunner()
     core = SessionCore()
 
     async def one() -> str:
         (call,) = core.receive(decode_frame(_PRE_TOOL_FRAME))
         assert isinstance(call, HookCall)
-        answer = call.reply(await call.decide(runner, tools))  # as the agent answers
-        return json.dumps(answer, separators=(",", ":"))
+        return json.dumps(call.reply(await call.decide(runner, tools)), separators=(",", ":"))
 
-    async def measure() -> tuple[float, float]:
-        for _ in range(1000):
+    async def measure() -> float:
+        for _ in range(500):
             await one()
-        cpu0 = time.thread_time()
-        for _ in range(rounds):
-            await one()
-        inline = (time.thread_time() - cpu0) / rounds
-        cpu0 = time.thread_time()
-        for _ in range(rounds):
-            await asyncio.create_task(one())
-        return inline * 1e6, (time.thread_time() - cpu0) / rounds * 1e6
+        batches = []
+        for _ in range(5):
+            cpu0 = time.thread_time_ns()
+            for _ in range(rounds):
+                await one()
+            batches.append((time.thread_time_ns() - cpu0) / rounds / 1000)
+        return statistics.median(batches)
 
     return asyncio.run(measure())
 
 
-def med(rows: list[dict[str, Any]], key: str) -> float | None:
+# -- the orchestrator -------------------------------------------------------------------------
+
+
+def run_json(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench_e2e", *args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"worker {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+@contextlib.contextmanager
+def server(args: list[str], env: dict[str, str]) -> Any:
+    """A helper process that prints one line (its address) and runs until stdin closes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench_e2e", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if not line:
+            raise RuntimeError(f"{args} did not start")
+        yield line
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def spread(rows: list[dict[str, Any]], key: str) -> tuple[float, float, float] | None:
     values = [r[key] for r in rows if r.get(key) is not None]
-    return statistics.median(values) if values else None
+    if not values:
+        return None
+    return statistics.median(values), min(values), max(values)
 
 
-def fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+def cell(stat: tuple[float, float, float] | None, digits: int) -> str:
+    if stat is None:
+        return "-"
+    mid, low, high = stat
+    return f"{mid:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--starts", type=int, default=5)
-    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--worker", nargs=2, metavar=("SDK", "MODE"), help=argparse.SUPPRESS)
-    parser.add_argument("--model-url", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--profile", action="store_true", help="cProfile one SDK-only turn")
+    parser.add_argument("--starts", type=int, default=5, help="agent starts to time (0: skip)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 5 calls, 1 rep")
     parser.add_argument("--no-official", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="cProfile one turn per SDK")
     parser.add_argument("--dump", default=None, metavar="FILE", help="write raw results (JSON)")
+    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=2, metavar=("SDK", "LOOP"), help=argparse.SUPPRESS)
+    parser.add_argument("--start", default=None, metavar="SDK", help=argparse.SUPPRESS)
+    parser.add_argument("--model-url", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--record", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--replay-serve", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--replay-client", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.reps, args.starts = 5, 1, min(args.starts, 1)
 
     if args.serve is not None:
         asyncio.run(serve(args.serve))
         return 0
-    if args.worker:
-        sdk, mode = args.worker
-        result = asyncio.run(worker(sdk, mode, args.calls, args.starts, args.model_url))
-        print(json.dumps(result), flush=True)
+    if args.replay_serve:
+        asyncio.run(replay_serve(json.loads(Path(args.replay_serve).read_text())["steps"]))
         return 0
+    if args.start:
+        print(json.dumps(asyncio.run(start_worker(args.start, args.starts, args.model_url))))
+        return 0
+    if args.worker or args.replay_client:
+        probe = Probe()
+        if args.replay_client:
+            kind, loop, port = args.replay_client
+            if kind == "blocking":
+                print(json.dumps(blocking_client(int(port), args.calls)))
+                return 0
+            coro: Any = asyncio_client(int(port), args.calls, probe)
+        else:
+            sdk, loop = args.worker
+            coro = turn_worker(sdk, probe, args.calls, args.model_url, args.record)
+        with asyncio.Runner(loop_factory=probed_loop_factory(loop, probe)) as runner:
+            print(json.dumps(runner.run(coro)), flush=True)
+        return 0
+    return orchestrate(args)
 
+
+def orchestrate(args: Any) -> int:
     from antigravity_sdk.harness.install import find_harness
 
-    harness = find_harness()
     official = not args.no_official and importlib.util.find_spec("google.antigravity") is not None
     sdks = ["ours", *(["official"] if official else [])]
+    loops = [lp for lp in LOOPS if lp == "asyncio" or importlib.util.find_spec(lp) is not None]
+    calibration = [calibration_us()]
+    results: dict[str, list[dict[str, Any]]] = {}
+
+    def add(key: str, row: dict[str, Any]) -> None:
+        results.setdefault(key, []).append(row)
+
     with tempfile.TemporaryDirectory(prefix="bench-e2e-home-") as home:
-        env = dict(os.environ, HOME=home, ANTIGRAVITY_HARNESS_PATH=str(harness))
+        env = dict(os.environ, HOME=home, ANTIGRAVITY_HARNESS_PATH=str(find_harness()))
         env.pop("GEMINI_API_KEY", None)
         # Measure as installed: with bytecode caches, in a private prefix. Without them
         # (this sandbox sets PYTHONDONTWRITEBYTECODE) every import compiles its source, and
         # the compiler's transient memory would inflate both SDKs' peak RSS.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(Path(home) / "pycache")
-        warm = "import antigravity_sdk.agent, antigravity_sdk.harness.connection"
+        # Workers run as `-m bench_e2e`, from bytecode: a script run by path is compiled
+        # from source every time, and that alone lifts peak RSS by megabytes.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+        warm = "import bench_e2e, antigravity_sdk.agent, antigravity_sdk.harness.connection"
+        warm += "".join(f"; import {name}" for name in loops if name != "asyncio")
         if official:
             warm += "; import google.antigravity"
         subprocess.run([sys.executable, "-c", warm], env=env, check=True)
-        common = ["--calls", str(args.calls)]
-        results: dict[str, dict[str, list[dict[str, Any]]]] = {s: {} for s in sdks}
-        with model_server(args.calls, env) as url:
-            for sdk in sdks:
-                results[sdk]["start"] = [
-                    run_worker(
-                        [
-                            "--worker",
-                            sdk,
-                            "start",
-                            "--starts",
-                            str(args.starts),
-                            "--model-url",
-                            url,
-                        ],
-                        env,
-                    )
-                ]
-            for _ in range(args.reps):  # interleave SDKs so drift affects both alike
+        calls = ["--calls", str(args.calls)]
+        replay = Path(home) / "replay.json"
+        with server(["--serve", str(args.calls)], env) as url:
+            model = ["--model-url", url]
+            if args.starts > 0:
                 for sdk in sdks:
-                    results[sdk].setdefault("ext", []).append(
-                        run_worker(["--worker", sdk, "turn", "--model-url", url, *common], env)
+                    add(
+                        f"start/{sdk}",
+                        run_json(["--start", sdk, "--starts", str(args.starts), *model], env),
                     )
-                    results[sdk].setdefault("inproc", []).append(
-                        run_worker(["--worker", sdk, "turn", *common], env)
+            # the recorded turn (not measured): ours on plain asyncio
+            run_json(["--worker", "ours", "asyncio", *model, *calls, "--record", str(replay)], env)
+            script = json.loads(replay.read_text())
+            floor_calls = ["--calls", str(script["calls"])]
+            with server(["--replay-serve", str(replay)], env) as port:
+                for rep in range(args.reps):
+                    order = sdks if rep % 2 == 0 else sdks[::-1]
+                    for loop in loops:
+                        for sdk in order:
+                            add(
+                                f"{sdk}/{loop}",
+                                run_json(["--worker", sdk, loop, *model, *calls], env),
+                            )
+                        add(
+                            f"floor-asyncio/{loop}",
+                            run_json(["--replay-client", "asyncio", loop, port, *floor_calls], env),
+                        )
+                    add(
+                        "floor-blocking",
+                        run_json(["--replay-client", "blocking", "-", port, *floor_calls], env),
                     )
             if args.profile:
                 for sdk in sdks:
                     out = Path(tempfile.gettempdir()) / f"bench_e2e_{sdk}.prof"
-                    run_worker(["--worker", sdk, "turn", "--model-url", url, *common], env, out)
-                    print(f"profile of one SDK-only turn ({sdk}): {out}")
-    report(results, sdks, args)
+                    run_json(
+                        ["--worker", sdk, "asyncio", *model, *calls],
+                        dict(env, BENCH_PROFILE_TURN=str(out)),
+                    )
+                    print(f"profile of one turn ({sdk}, asyncio): {out}")
+    calibration.append(calibration_us())
+    inproc = callback_path_us(2000 if args.quick else 20000)
+    report(results, sdks, loops, args, calibration, inproc, script)
     return 0
 
 
-def report(results: dict[str, dict[str, list[dict[str, Any]]]], sdks: list[str], args: Any) -> None:
-    rows: list[tuple[str, str, str, bool]] = [
-        # (label, phase, key, lower is better)
-        ("agent start, median of starts (s)", "start", "start_s", True),
-        (f"turn wall time, {args.calls} calls (s)", "ext", "wall_s", True),
-        ("Python CPU / tool call, model in-process (ms)", "inproc", "cpu_call_ms", True),
-        ("Python CPU / tool call, SDK only (ms)", "ext", "cpu_call_ms", True),
-        ("  of which user (ms)", "ext", "user_call_ms", True),
-        ("  of which sys (ms)", "ext", "sys_call_ms", True),
-        ("Python CPU / callback, SDK only (ms)", "ext", "cpu_callback_ms", True),
-        ("websocket frames received per turn", "ext", "frames", True),
-        ("callbacks per turn", "ext", "callbacks", True),
-        ("callback frame-in -> reply-out, median (µs)", "ext", "lat_median_us", True),
-        ("callback frame-in -> reply-out, p90 (µs)", "ext", "lat_p90_us", True),
-        ("callback frame-in -> reply-out, CPU (µs)", "ext", "callback_cpu_us", True),
-        ("peak RSS, SDK only (MB)", "ext", "rss_mb", True),
-        ("peak RSS, model in-process (MB)", "inproc", "rss_mb", True),
+def report(
+    results: dict[str, list[dict[str, Any]]],
+    sdks: list[str],
+    loops: list[str],
+    args: Any,
+    calibration: list[float],
+    inproc: float,
+    script: dict[str, Any],
+) -> None:
+    official = "official" in sdks
+    workers = [row for key, rows in results.items() if "/" in key for row in rows]
+    worker_cal = [r["calibration_us"] for r in workers if "calibration_us" in r]
+    print(
+        f"\nmachine: sum(range(1000)) takes {calibration[0]:.1f} CPU-µs before, "
+        f"{calibration[1]:.1f} after"
+        + (f", {statistics.median(worker_cal):.1f} in the workers (median)" if worker_cal else "")
+        + " (an idle laptop: ~8-10)"
+    )
+    replies = sum(1 for s in script["steps"] if "await" in s)
+    print(
+        f"{args.calls}-call turn (`run_command true`, one allowing pre_tool_call hook, allow-all "
+        f"policy), medians of {args.reps} alternating runs [min-max]; the recorded turn: "
+        f"{len(script['steps']) - replies} frames in, {replies} replies"
+    )
+    rows: list[tuple[str, str, int, str]] = [
+        # (label, key, digits, target for ours/official or ours)
+        ("CPU per tool call (ms)", "cpu_call_ms", 3, ""),
+        ("CPU per callback, frame in -> reply out (µs)", "callback_cpu_us", 0, ""),
+        ("wall per callback, frame in -> reply out (µs)", "callback_wall_us", 0, ""),
+        ("turn wall time (s)", "wall_s", 2, ""),
+        ("frames in per turn", "frames_in", 0, ""),
+        ("callback replies per turn", "replies", 0, ""),
+        ("probe's own CPU per tool call, warm, included (µs)", "probe_call_us", 1, ""),
+        ("peak RSS (MB)", "rss_mb", 1, "ours <= 40"),
     ]
     targets = {
-        "cpu_call_ms": "<= 1.0",
-        "cpu_callback_ms": "<= 0.25",
+        ("cpu_call_ms", "asyncio"): "ratio <= 0.40",
+        ("cpu_call_ms", "uvloop"): "ratio <= 0.29",
+        ("callback_cpu_us", "asyncio"): "ours <= 150",
+        ("callback_cpu_us", "uvloop"): "ours <= 150",
     }
-    width = 48
-    header = f"{'metric (medians over ' + str(args.reps) + ' runs)':<{width}} {'ours':>10}"
-    if "official" in sdks:
-        header += f" {'official':>10} {'official/ours':>14}"
-    header += f" {'target':>10}"
+    w = 26
+    header = f"{'figure':<52} {'loop':<8} {'ours':>{w}}"
+    if official:
+        header += f" {'official':>{w}} {'ours/official':>13}"
+    header += f" {'floor: asyncio Protocol':>{w}} {'floor: blocking socket':>{w}}  target"
     print()
     print(header)
     print("-" * len(header))
-    for label, phase, key, _ in rows:
-        ours = med(results["ours"].get(phase, []), key)
-        digits = 0 if key in ("callbacks", "frames") else (1 if key.endswith(("_us", "_mb")) else 3)
-        line = f"{label:<{width}} {fmt(ours, digits):>10}"
-        if "official" in sdks:
-            theirs = med(results["official"].get(phase, []), key)
-            ratio = f"{theirs / ours:.2f}x" if ours and theirs else "-"
-            line += f" {fmt(theirs, digits):>10} {ratio:>14}"
-        target = targets.get(key, "<= 40" if (key == "rss_mb" and phase == "ext") else "")
-        line += f" {target:>10}"
-        print(line)
-    if "official" not in sdks:
-        print("\nofficial SDK not installed; skipped")
-    frames = med(results["ours"].get("ext", []), "frames") or 0
-    inline, tasked = callback_path_us()
-    print(
-        f"\nour code per PRE_TOOL callback (in-process, no sockets): {inline:.0f} µs CPU, "
-        f"{tasked:.0f} µs with the agent's task per callback (target <= 250 µs)"
-    )
-    print(
-        "\nfloor on this box (bare websockets client, json.loads only, CPU per frame): "
-        + ", ".join(f"{wake_floor_us(gap):.0f} µs at {gap * 1000:g} ms gaps" for gap in (0, 0.002))
-        + f"; the harness sends {frames / max(1, args.calls):.1f} frames per tool call"
-    )
-    print(
-        "\nofficial SDK as reported earlier: start 0.176 s, 3.8 ms CPU/tool call, "
-        "0.7-0.9 ms/callback, 62.6 MB RSS"
-    )
+    for label, key, digits, target in rows:
+        for loop in loops:
+            ours = spread(results.get(f"ours/{loop}", []), key)
+            line = f"{label:<52} {loop:<8} {cell(ours, digits):>{w}}"
+            if official:
+                theirs = spread(results.get(f"official/{loop}", []), key)
+                ratio = f"{ours[0] / theirs[0]:.2f}" if ours and theirs and theirs[0] else "-"
+                line += f" {cell(theirs, digits):>{w}} {ratio:>13}"
+            floor = spread(results.get(f"floor-asyncio/{loop}", []), key)
+            blocking = spread(results.get("floor-blocking", []), key) if loop == loops[0] else None
+            line += f" {cell(floor, digits):>{w}} {cell(blocking, digits):>{w}}"
+            print(f"{line}  {targets.get((key, loop), target)}")
     for sdk in sdks:
-        for phase in ("ext", "inproc"):
-            for r in results[sdk].get(phase, []):
-                if r["calls"] != args.calls or r["posts"] != args.calls or not r["answer_ok"]:
-                    print(
-                        f"WARNING: {sdk}/{phase} run saw {r['calls']} pre, {r['posts']} post "
-                        f"hooks, answer ok={r['answer_ok']} (expected {args.calls})"
-                    )
+        start = spread(results.get(f"start/{sdk}", []), "start_s")
+        if start:
+            print(f"agent start, median of {args.starts} ({sdk}, asyncio): {start[0]:.3f} s")
+    print(
+        f"our code per PRE_TOOL callback (in process, no sockets): {inproc:.1f} CPU-µs "
+        "(target <= 26)"
+    )
+    for key, rows_ in results.items():
+        for r in rows_:
+            if key.split("/")[0] in sdks and (r["calls"] != args.calls or not r["answer_ok"]):
+                print(
+                    f"WARNING: a {key} run saw {r['calls']} pre_tool_call hooks "
+                    f"(expected {args.calls}), answer ok={r['answer_ok']}"
+                )
     if args.dump:
         Path(args.dump).write_text(json.dumps(results, indent=1, default=str))
         print(f"raw results: {args.dump}")
