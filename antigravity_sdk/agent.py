@@ -84,6 +84,7 @@ from .types import (
     StreamChunk,
     ToolCall,
     ToolOutputLimit,
+    ToolResult,
     UsageMetadata,
 )
 
@@ -762,6 +763,7 @@ class Agent:
                     tool_output=settings.tool_output,
                 )
             )
+            _build_turn_models()  # while the harness initializes the conversation
             await self._wait_initialized(save_dir)
             self._idle.set()
             await self._session_hooks(self.hook_runner.dispatch_session_start, "on_session_start")
@@ -1241,6 +1243,15 @@ def _host_args(tools: ToolRunner) -> dict[str, frozenset[str]]:
         if isinstance(properties, dict) and schema.get("additionalProperties", False) is False:
             known[name] = frozenset(properties)
     return known
+
+
+def _build_turn_models() -> None:
+    """Build the validators of the types every turn makes (deferred at import, see
+    `types._Model`) at start, while the harness is busy anyway, not inside the first
+    turn: there their ~7 ms, and the caches they leave cold, cost a 50-call turn about
+    0.2 ms of CPU per tool call (measured on harness 0.1.22)."""
+    for model in (ToolCall, ToolResult, UsageMetadata, Step, ChatResponse):
+        model.model_rebuild()
 
 
 def _failure_reason(exc: BaseException) -> str:
