@@ -17,17 +17,31 @@ CONVERSATION = "fdf309472cb77c8949cdb2128f70545b"
 
 class ScriptedConnection:
     """A `Connection` that plays the harness: it accepts the configuration, acknowledges
-    the session end, and delivers the frames the test hands it (an exception handed to it
-    is raised by `recv`, as a broken connection would)."""
+    the session end, and delivers the frames the test hands it, from a task of its own
+    (an exception handed to it ends the connection, as a broken one would)."""
 
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
         self.sending = asyncio.Event()
         self.incoming: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
         self.incoming.put_nowait({"initializeConversationResponse": {"cascadeId": CONVERSATION}})
+        self._pump: asyncio.Task[None] | None = None
 
     async def open(self, *, storage_dir: Path, home: Path) -> None:
         return None
+
+    def listen(
+        self, on_frame: Callable[[dict[str, Any]], None], on_lost: Callable[[BaseException], None]
+    ) -> None:
+        async def pump() -> None:
+            while True:
+                item = await self.incoming.get()
+                if isinstance(item, BaseException):
+                    on_lost(item)
+                    return
+                on_frame(item)
+
+        self._pump = asyncio.create_task(pump())
 
     async def send(self, frame: dict[str, Any]) -> None:
         json.dumps(frame)  # as the real connection does: it must encode
@@ -36,14 +50,9 @@ class ScriptedConnection:
         if "sessionEndRequest" in frame:
             self.incoming.put_nowait({"sessionEndResponse": {}})
 
-    async def recv(self) -> dict[str, Any]:
-        item = await self.incoming.get()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
     async def close(self) -> None:
-        return None
+        if self._pump is not None:
+            self._pump.cancel()
 
     def stderr_tail(self) -> str:
         return ""

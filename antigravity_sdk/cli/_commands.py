@@ -237,9 +237,14 @@ async def _initialize(harness: Path) -> SandboxStatus | None:
                         hook_events=(),
                     )
                 )
+                frames: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
+                conn.listen(frames.put_nowait, frames.put_nowait)
                 core = SessionCore(frozenset())
                 while True:
-                    for effect in core.receive(await conn.recv()):
+                    frame = await frames.get()
+                    if isinstance(frame, BaseException):
+                        raise frame
+                    for effect in core.receive(frame):
                         if isinstance(effect, Initialized):
                             return effect.sandbox
         finally:

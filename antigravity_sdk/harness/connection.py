@@ -1,11 +1,15 @@
 """How frames reach a harness: spawn a local one, or connect to one already running.
 
-Both connections expose the same small surface to the agent — `open()`, `send()`,
-`recv()`, `close()`, `stderr_tail()` — and hold no protocol state: that lives in the
-sans-I/O `SessionCore`. Every wait here is bounded, and a spawned harness never outlives
-its connection: on close it gets stdin EOF (it exits within milliseconds), then
-SIGTERM, then SIGKILL; a finalizer kills it if the connection is garbage-collected open,
-and because the harness exits when its stdin closes, it also dies with this process.
+Both connections expose the same small surface to the agent — `open()`, `listen()`,
+`send()`, `close()`, `stderr_tail()` — and hold no session state: that lives in the
+sans-I/O `SessionCore`. The WebSocket itself is websockets' sans-I/O `ClientProtocol` driven
+by an asyncio `Protocol`: each frame is parsed and handed to the agent inside the
+transport's `data_received`, and a reply is written when it is sent.
+
+Every wait here is bounded, and a spawned harness never outlives its connection: on close
+it gets stdin EOF (it exits within milliseconds), then SIGTERM, then SIGKILL; a finalizer
+kills it if the connection is garbage-collected open, and because the harness exits when
+its stdin closes, it also dies with this process.
 
 On Linux the harness runs under `supervisor.py`, so neither do the commands it starts
 (backgrounded ones leave its process group): the supervisor kills every descendant when
@@ -22,18 +26,24 @@ import json
 import os
 import platform
 import signal
+import socket
 import sys
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, cast
+
+from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidHandshake, InvalidState
+from websockets.frames import CloseCode, Frame, Opcode
+from websockets.http11 import USER_AGENT
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from ..errors import ConfigurationError, HarnessConnectionError, ProtocolError
 from . import wire
 from .install import find_harness
 from .wire import decode_frame
-
-if TYPE_CHECKING:
-    from websockets.asyncio.client import ClientConnection
 
 __all__ = ["Connection", "LocalConnection", "RemoteConnection"]
 
@@ -43,41 +53,153 @@ _SUPERVISED = sys.platform == "linux"
 
 
 class Connection(Protocol):
-    """What the agent needs from a way of reaching a harness."""
+    """What the agent needs from a way of reaching a harness.
+
+    Incoming frames are pushed, not pulled: after `listen(on_frame, on_lost)` every
+    frame goes to `on_frame` synchronously, as it is parsed, and a broken connection or
+    a frame that cannot be understood goes to `on_lost` (once; no frame follows it).
+    """
 
     async def open(self, *, storage_dir: Path, home: Path) -> None: ...
+    def listen(
+        self, on_frame: Callable[[dict[str, Any]], None], on_lost: Callable[[BaseException], None]
+    ) -> None: ...
     async def send(self, frame: dict[str, Any]) -> None: ...
-    async def recv(self) -> dict[str, Any]: ...
     async def close(self) -> None: ...
     def stderr_tail(self) -> str: ...
+
+
+# One encoder for every frame: `json.dumps(frame, separators=...)` builds a new one per call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+_FRAME, _TEXT, _CONT, _BINARY, _CLOSE = Frame, Opcode.TEXT, Opcode.CONT, Opcode.BINARY, Opcode.CLOSE
+_OPEN_TIMEOUT = 5.0  # one attempt at TCP connect + opening handshake
+_CLOSE_TIMEOUT = 2.0  # from the harness's close frame to its closing the TCP connection
+
+
+class _Stream(asyncio.Protocol):
+    """websockets' sans-I/O client (`ClientProtocol`) driven by asyncio's transport
+    callbacks: bytes in, whole text messages out to the link, all synchronously, with no
+    queue, future or task switch per frame."""
+
+    def __init__(self, link: _WebSocketLink, ws: ClientProtocol) -> None:
+        self.link = link
+        self.ws = ws
+        loop = asyncio.get_running_loop()
+        self.opened: asyncio.Future[None] = loop.create_future()  # handshake answered or failed
+        self.lost: asyncio.Future[None] = loop.create_future()  # the TCP connection is gone
+        self.paused = False  # flow control: the transport's buffer is over its high mark
+        self._resumed: asyncio.Future[None] | None = None
+        self._parts: list[bytes] | None = None  # a fragmented text message, so far
+        self._close_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are its own classes, not subclasses of asyncio's.
+        self.transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # asyncio sets it already; uvloop's pseudo-socket too, maybe
+            with contextlib.suppress(OSError, AttributeError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        ws = self.ws
+        ws.receive_data(data)
+        events = ws.events_received()
+        writes = ws.data_to_send()  # pongs, the close echo
+        if writes:
+            self.write(writes)
+        message = self.link._message
+        for event in events:
+            if type(event) is not _FRAME:  # the handshake response (or its failure)
+                if not self.opened.done():
+                    self.opened.set_result(None)
+                continue
+            payload: Any = event.data
+            opcode = event.opcode
+            if opcode is _TEXT:
+                if event.fin:
+                    message(payload)
+                else:
+                    self._parts = [payload]
+            elif opcode is _CONT:
+                parts = self._parts
+                if parts is not None:  # None: the rest of a binary message, already refused
+                    parts.append(payload)
+                    if event.fin:
+                        self._parts = None
+                        message(b"".join(parts))
+            elif opcode is _BINARY:
+                self.link._fail(ProtocolError("the harness sent a binary WebSocket frame"))
+            elif opcode is _CLOSE and self._close_timer is None:
+                # The protocol echoed it; the harness closes the TCP connection next.
+                loop = asyncio.get_running_loop()
+                self._close_timer = loop.call_later(_CLOSE_TIMEOUT, self.transport.abort)
+            # ping and pong: the protocol answered them itself
+
+    def eof_received(self) -> None:
+        self.ws.receive_eof()
+        self.write(self.ws.data_to_send())
+        # None: close the transport; WebSocket peers never write after their EOF.
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ws.receive_eof()  # idempotent; the protocol is CLOSED now
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+        self.resume_writing()  # a pending drain returns; the next send says closed
+        for future in (self.opened, self.lost):
+            if not future.done():
+                future.set_result(None)
+        self.link._connection_lost(self)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        self._resumed = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+
+    async def drain(self) -> None:
+        """Until the transport takes more (flow control); at once when it does now."""
+        if self.paused and self._resumed is not None:
+            await asyncio.shield(self._resumed)
+
+    def write(self, writes: list[bytes]) -> None:
+        """What the protocol has to send; an empty chunk means half-close."""
+        transport = self.transport
+        for data in writes:
+            if data:
+                transport.write(data)
+            elif transport.can_write_eof():
+                with contextlib.suppress(Exception):  # uvloop may raise RuntimeError
+                    transport.write_eof()
+            else:
+                transport.close()
 
 
 class _WebSocketLink:
     """The JSON-over-WebSocket half, shared by local and remote connections."""
 
     def __init__(self) -> None:
-        self._ws: ClientConnection | None = None
+        self._stream: _Stream | None = None
+        self._on_frame: Callable[[dict[str, Any]], None] | None = None
+        self._on_lost: Callable[[BaseException], None] | None = None
+        self._early: list[dict[str, Any]] = []  # frames before listen()
+        self._failure: BaseException | None = None  # reported (or to report) to on_lost
+        self._closing = False  # we close it: nothing to report
+        self._reporter: asyncio.Task[None] | None = None
+        self._sending: asyncio.Future[None] | None = None  # a fragmented message going out
         self._streams: set[asyncio.Future[None]] = set()  # streamed sends still going
 
     async def _connect(self, hosts: tuple[str, ...], port: int, api_key: str) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake
-
+        self._stream, self._on_frame, self._on_lost = None, None, None
+        self._early, self._failure, self._closing = [], None, False
         last: BaseException | None = None
         for attempt in range(6):
             for host in hosts:
                 try:
-                    self._ws = await asyncio.wait_for(
-                        connect(
-                            f"ws://{host}:{port}/",
-                            additional_headers={"x-goog-api-key": api_key},
-                            max_size=None,
-                            ping_interval=None,
-                            compression=None,
-                            open_timeout=5,
-                        ),
-                        timeout=6,
-                    )
+                    async with asyncio.timeout(_OPEN_TIMEOUT):
+                        self._stream = await self._open(host, port, api_key)
                     return
                 except (OSError, InvalidHandshake, TimeoutError) as exc:
                     last = exc
@@ -87,57 +209,172 @@ class _WebSocketLink:
             stderr_tail=self.stderr_tail(),
         )
 
+    async def _open(self, host: str, port: int, api_key: str) -> _Stream:
+        """TCP connect and the opening handshake: no extensions (so no compression), no
+        message size limit, no pings (the harness sends none and expects none)."""
+        ws = ClientProtocol(parse_uri(f"ws://{host}:{port}/"), max_size=None)
+        loop = asyncio.get_running_loop()
+        transport, stream = await loop.create_connection(lambda: _Stream(self, ws), host, port)
+        try:
+            request = ws.connect()
+            request.headers["x-goog-api-key"] = api_key
+            request.headers["User-Agent"] = USER_AGENT
+            ws.send_request(request)
+            stream.write(ws.data_to_send())
+            await asyncio.shield(stream.opened)
+            if ws.handshake_exc is not None:
+                raise ws.handshake_exc
+        except BaseException:
+            transport.abort()
+            raise
+        return stream
+
     def stderr_tail(self) -> str:
         return ""
 
-    async def send(self, frame: dict[str, Any]) -> None:
-        from websockets.exceptions import ConnectionClosed
+    def listen(
+        self, on_frame: Callable[[dict[str, Any]], None], on_lost: Callable[[BaseException], None]
+    ) -> None:
+        """Deliver every frame to `on_frame` from now on (those already here first), and
+        the connection's end or a protocol error to `on_lost`, once."""
+        self._on_frame, self._on_lost = on_frame, on_lost
+        early, self._early = self._early, []
+        for frame in early:
+            self._message_frame(frame)
+        if self._failure is not None:
+            on_lost(self._failure)
 
-        if self._ws is None:
-            raise HarnessConnectionError("the harness connection is not open")
+    def _message(self, data: bytes) -> None:
+        """One whole text message: parsed and handed on before the next is looked at."""
+        if self._failure is not None:
+            return  # nothing is delivered after an error
         try:
-            if isinstance(frame, wire.StreamedFrame):
-                await self._send_streamed(self._ws, frame)
-            else:
-                await self._ws.send(json.dumps(frame, separators=(",", ":")))
-        except ConnectionClosed as exc:
-            raise await self._closed_error(exc) from None
+            frame = decode_frame(data)
+        except ProtocolError as exc:
+            self._fail(exc)
+            return
+        self._message_frame(frame)
 
-    async def _send_streamed(self, ws: ClientConnection, frame: wire.StreamedFrame) -> None:
+    def _message_frame(self, frame: dict[str, Any]) -> None:
+        on_frame = self._on_frame
+        if on_frame is None:
+            self._early.append(frame)
+            return
+        try:
+            on_frame(frame)
+        except Exception as exc:  # e.g. a frame the core cannot read: the session is over
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is not None or self._closing:
+            return
+        self._failure = exc
+        if self._on_lost is not None:
+            self._on_lost(exc)
+
+    def _connection_lost(self, stream: _Stream) -> None:
+        if stream is self._stream and not self._closing and self._failure is None:
+            self._reporter = asyncio.get_running_loop().create_task(self._report_lost(stream))
+
+    async def _report_lost(self, stream: _Stream) -> None:
+        self._fail(await self._closed_error(stream.ws.close_exc))
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        """Encode and write `frame` now; wait only while the transport is full (or a
+        streamed message is still going out)."""
+        stream = self._stream
+        if stream is None:
+            raise HarnessConnectionError("the harness connection is not open")
+        if isinstance(frame, wire.StreamedFrame):
+            await self._send_streamed(stream, frame)
+            return
+        while self._sending is not None:  # a fragmented message is never interleaved
+            await asyncio.shield(self._sending)
+        ws = stream.ws
+        try:
+            ws.send_text(_encode(frame).encode())
+        except InvalidState:
+            raise await self._closed(stream) from None
+        transport = stream.transport
+        for data in ws.data_to_send():
+            transport.write(data)
+        if stream.paused:
+            await stream.drain()
+
+    async def _send_streamed(self, stream: _Stream, frame: wire.StreamedFrame) -> None:
         """Send `frame` as one fragmented text message, encoding as it goes. Shielded: a
         message cut off between fragments would break the connection, so a cancelled
-        caller returns at once while the message still goes out in full (the WebSocket
-        holds every other send until it has)."""
-        sending = asyncio.ensure_future(ws.send(wire.encode_fragments(frame), text=True))
+        caller returns at once while the message still goes out in full (every other
+        send waits until it has)."""
+        sending = asyncio.ensure_future(self._fragments(stream, frame))
         self._streams.add(sending)
         sending.add_done_callback(self._streams.discard)
         sending.add_done_callback(_retrieve)
         await asyncio.shield(sending)
 
-    async def recv(self) -> dict[str, Any]:
-        """The next frame; HarnessConnectionError when the harness goes away."""
-        from websockets.exceptions import ConnectionClosed
-
-        if self._ws is None:
-            raise HarnessConnectionError("the harness connection is not open")
+    async def _fragments(self, stream: _Stream, frame: wire.StreamedFrame) -> None:
+        while self._sending is not None:
+            await asyncio.shield(self._sending)
+        self._sending = done = asyncio.get_running_loop().create_future()
+        ws = stream.ws
         try:
-            text = await self._ws.recv()
-        except ConnectionClosed as exc:
-            raise await self._closed_error(exc) from None
-        if isinstance(text, bytes):
-            raise ProtocolError("the harness sent a binary WebSocket frame")
-        return decode_frame(text)
+            first = True
+            for piece in wire.encode_fragments(frame):
+                if first:
+                    ws.send_text(piece, fin=False)
+                    first = False
+                else:
+                    ws.send_continuation(piece, fin=False)
+                stream.write(ws.data_to_send())
+                await stream.drain()
+            ws.send_continuation(b"", fin=True)
+            stream.write(ws.data_to_send())
+            await stream.drain()
+        except InvalidState:
+            raise await self._closed(stream) from None
+        except Exception:
+            if ws.state is State.OPEN:  # half a message makes the connection unusable
+                ws.fail(CloseCode.INTERNAL_ERROR, "error in fragmented message")
+                stream.write(ws.data_to_send())
+            raise
+        finally:
+            self._sending = None
+            done.set_result(None)
 
-    async def _closed_error(self, exc: BaseException) -> HarnessConnectionError:
+    async def _closed(self, stream: _Stream) -> HarnessConnectionError:
+        """The error for a send on a connection that is closing or closed."""
+        with contextlib.suppress(TimeoutError):  # closing: let the handshake finish
+            await asyncio.wait_for(asyncio.shield(stream.lost), 1.0)
+        ws = stream.ws
+        reason = ws.close_exc if ws.state is State.CLOSED else "the connection is closing"
+        return await self._closed_error(reason)
+
+    async def _closed_error(self, exc: object) -> HarnessConnectionError:
         return HarnessConnectionError(
             f"the harness closed the connection ({exc})", stderr_tail=self.stderr_tail()
         )
 
     async def _close_socket(self, grace: float = 1.0) -> None:
-        ws, self._ws = self._ws, None
-        if ws is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.close(), timeout=grace)
+        """The closing handshake, bounded by `grace`; then the TCP connection is aborted."""
+        stream, self._stream = self._stream, None
+        self._closing = True
+        if self._reporter is not None:
+            self._reporter.cancel()
+        if stream is None:
+            return
+        ws = stream.ws
+        try:
+            with contextlib.suppress(Exception):  # a timeout or a broken transport: abort
+                if ws.state is State.OPEN:
+                    if self._sending is not None:
+                        ws.fail(CloseCode.INTERNAL_ERROR, "close during fragmented message")
+                    else:
+                        ws.send_close(CloseCode.NORMAL_CLOSURE)
+                    stream.write(ws.data_to_send())
+                await asyncio.wait_for(asyncio.shield(stream.lost), timeout=grace)
+        finally:
+            if not stream.lost.done():
+                stream.transport.abort()
 
 
 def _retrieve(sending: asyncio.Future[None]) -> None:
@@ -282,7 +519,7 @@ class LocalConnection(_WebSocketLink):
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(self._stderr_task), timeout=0.5)
 
-    async def _closed_error(self, exc: BaseException) -> HarnessConnectionError:
+    async def _closed_error(self, exc: object) -> HarnessConnectionError:
         proc = self._proc
         if proc is not None:
             with contextlib.suppress(TimeoutError):

@@ -28,6 +28,17 @@ def on_own_connection(make_agent: AgentFactory, script: list[str]) -> tuple[Agen
     return agent, conn
 
 
+def garble(conn: LocalConnection, text: bytes) -> None:
+    """From now on each message the harness sends arrives as `text`: replaced where the raw
+    WebSocket message is handed on, before anything parses it."""
+    real_message = conn._message
+
+    def garbled(data: bytes) -> None:
+        real_message(text)  # a real message arrived from the harness... garbled
+
+    conn._message = garbled  # type: ignore[method-assign]
+
+
 class SessionEnd(Hook):
     def __init__(self) -> None:
         self.ended = 0
@@ -119,14 +130,7 @@ async def test_malformed_frame_raises_protocol_error_and_closes_the_harness(
     agent, conn = on_own_connection(make_agent, ["never seen"])
     async with agent:
         pid = harness_pid(agent)
-        ws = conn._ws  # the raw text arrives here, before any public surface parses it
-        real_recv = ws.recv
-
-        async def corrupt_recv(*args: Any, **kwargs: Any) -> Any:
-            await real_recv(*args, **kwargs)  # a real frame arrives from the harness...
-            return '{"callHookRequest": {"requestId": "x", "type": "LIFECY'  # ...garbled
-
-        ws.recv = corrupt_recv
+        garble(conn, b'{"callHookRequest": {"requestId": "x", "type": "LIFECY')
         with pytest.raises(ProtocolError, match="not JSON"):
             await asyncio.wait_for(agent.chat("hello"), 5)
         # The real harness process is closed right away, not only at stop().
@@ -142,13 +146,7 @@ async def test_frame_with_wrong_types_raises_protocol_error(make_agent: AgentFac
     agent, conn = on_own_connection(make_agent, ["never seen"])
     async with agent:
         pid = harness_pid(agent)
-        real_recv = conn.recv
-
-        async def wrong_types() -> dict[str, Any]:
-            await real_recv()
-            return {"trajectoryStateUpdate": ["not", "an", "object"]}
-
-        conn.recv = wrong_types
+        garble(conn, b'{"trajectoryStateUpdate": ["not", "an", "object"]}')
         with pytest.raises(ProtocolError, match="trajectoryStateUpdate"):
             await asyncio.wait_for(agent.chat("hello"), 5)
         assert await wait_gone(pid, 5)
@@ -158,13 +156,7 @@ async def test_non_object_frame_raises_protocol_error(make_agent: AgentFactory) 
     agent, conn = on_own_connection(make_agent, ["never seen"])
     async with agent:
         pid = harness_pid(agent)
-        real_recv = conn.recv
-
-        async def a_list() -> Any:
-            await real_recv()
-            return ["a", "list"]
-
-        conn.recv = a_list
+        garble(conn, b'["a", "list"]')
         with pytest.raises(ProtocolError):
             await asyncio.wait_for(agent.chat("hello"), 5)
         assert await wait_gone(pid, 5)

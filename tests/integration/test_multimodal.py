@@ -219,14 +219,14 @@ async def test_cancelling_while_an_image_is_sent_keeps_the_session(
     monkeypatch.setattr(wire, "encode_fragments", announcing)
     image = Image.from_bytes(JPEG + bytes(8_000_000), "image/jpeg")
     async with agent:
-        ws: Any = agent._conn._ws  # type: ignore[union-attr]
-        drain = ws.drain
+        stream: Any = agent._conn._stream  # type: ignore[union-attr]
+        drain = stream.drain
 
         async def slow_reader() -> None:  # as over a real network: each fragment waits
             await asyncio.sleep(0.01)
             await drain()
 
-        ws.drain = slow_reader
+        stream.drain = slow_reader
         turn = asyncio.create_task(agent.chat(["one", image]))
         await asyncio.wait_for(mid_send.wait(), 10)
         turn.cancel()

@@ -1,0 +1,88 @@
+"""The harness connection on both event loops the SDK supports, against the REAL harness:
+plain asyncio and uvloop (whose transports are its own C classes). Hooks answer, a media
+prompt streams out as one fragmented message, and a killed harness is reported."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from antigravity_sdk import Hook, HookResult, ToolCall, ToolResult, policy
+from antigravity_sdk.errors import HarnessConnectionError
+from antigravity_sdk.media import Image
+from antigravity_sdk.testing import text, tool_call
+
+from .conftest import AgentFactory, harness_pid, wait_gone
+
+JPEG = b"\xff\xd8\xff\xe0" + bytes(16)
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.EventLoopPolicy()  # type: ignore[no-any-return]
+    return asyncio.DefaultEventLoopPolicy()
+
+
+class Counting(Hook):
+    def __init__(self) -> None:
+        self.pre: list[str] = []
+        self.post = 0
+
+    async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+        self.pre.append(tool_call.args["CommandLine"])
+        if tool_call.args["CommandLine"] == "sleepy":
+            await asyncio.sleep(0.01)  # an answer that waits
+        return HookResult.allowed()
+
+    async def post_tool_call(self, result: ToolResult) -> None:
+        self.post += 1
+
+
+async def test_a_governed_turn(make_agent: AgentFactory, event_loop_policy: Any) -> None:
+    commands = ["true", "sleepy", "rm -rf /tmp/x", "true"]
+    script = [tool_call("run_command", CommandLine=c, WaitMsBeforeAsync=5000) for c in commands]
+    hook = Counting()
+    agent, model = make_agent(
+        [*script, text("done")],
+        hooks=[hook],
+        policies=[policy.deny("run_command", when=lambda a: "rm" in a["CommandLine"])],
+        configure=lambda b: b.policy(policy.allow_all()),
+    )
+    async with agent:
+        response = await asyncio.wait_for(agent.chat("go"), 30)
+    assert response.text == "done"
+    assert hook.pre == commands
+    assert hook.post == 3  # the denied call never ran
+    assert [s.kind for s in response.steps].count("denied") == 1
+    assert len(model.requests) == 5
+
+
+async def test_a_media_prompt_streams_out_whole(
+    make_agent: AgentFactory, event_loop_policy: Any
+) -> None:
+    """Bigger than one fragment, sent while hooks answer on the same connection."""
+    agent, model = make_agent(["seen", "again"])
+    image = Image.from_bytes(JPEG + bytes(3_000_000), "image/jpeg")
+    async with agent:
+        assert (await asyncio.wait_for(agent.chat(["look", image]), 30)).text == "seen"
+        assert (await asyncio.wait_for(agent.chat("and now?"), 30)).text == "again"
+    assert model.requests[0].images == [("image/jpeg", image.data)]
+
+
+async def test_a_killed_harness_is_reported(
+    make_agent: AgentFactory, event_loop_policy: Any
+) -> None:
+    agent, _ = make_agent(["one", "two"])
+    async with agent:
+        assert (await agent.chat("first")).text == "one"
+        pid = harness_pid(agent)
+        os.kill(pid, signal.SIGKILL)
+        assert await wait_gone(pid)
+        with pytest.raises(HarnessConnectionError, match="closed the connection"):
+            await asyncio.wait_for(agent.chat("second"), 5)
