@@ -286,9 +286,9 @@ def _doctor(args: argparse.Namespace) -> int:
         ok = False
         print(f"[FAIL] harness start: {exc or 'no conversation within 30s'}")
     if event_loop_name() == "uvloop":
-        from importlib.metadata import version
+        from importlib.metadata import version as installed
 
-        print(f"[INFO] event loop: uvloop {version('uvloop')} (the fast extra)")
+        print(f"[INFO] event loop: uvloop {installed('uvloop')} (the fast extra)")
     else:
         print("[INFO] event loop: asyncio (pip install 'antigravity-sdk[fast]' for uvloop)")
     if os.environ.get("GEMINI_API_KEY"):
