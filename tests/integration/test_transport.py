@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -16,17 +17,36 @@ from antigravity_sdk.errors import HarnessConnectionError
 from antigravity_sdk.media import Image
 from antigravity_sdk.testing import text, tool_call
 
-from .conftest import AgentFactory, harness_pid, wait_gone
+from .conftest import AgentFactory, Workspace, harness_pid, wait_gone
 
 JPEG = b"\xff\xd8\xff\xe0" + bytes(16)
 
 
+Body = Callable[[AgentFactory], Awaitable[None]]
+
+
 @pytest.fixture(params=["asyncio", "uvloop"])
-def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
+def on_loop(request: pytest.FixtureRequest, env: Workspace) -> Callable[[Body], None]:
+    """Run a test's body on a fresh loop of the given kind (not through pytest-asyncio,
+    whose per-test loop choice is global), then stop its agents and check that no harness
+    process outlived them."""
+    run: Callable[[Any], Any] = asyncio.run
     if request.param == "uvloop":
-        uvloop = pytest.importorskip("uvloop")
-        return uvloop.EventLoopPolicy()  # type: ignore[no-any-return]
-    return asyncio.DefaultEventLoopPolicy()
+        run = pytest.importorskip("uvloop").run
+
+    async def main(body: Body) -> None:
+        assert type(asyncio.get_running_loop()).__module__.startswith(request.param)
+        factory = AgentFactory(env)
+        try:
+            await body(factory)
+        finally:
+            for agent in factory.agents:
+                if agent.started:
+                    await asyncio.wait_for(agent.stop(), 10)
+            leftovers = [pid for pid in factory.pids if not await wait_gone(pid)]
+            assert not leftovers, f"harness processes outlived their agents: {leftovers}"
+
+    return lambda body: run(main(body))
 
 
 class Counting(Hook):
@@ -44,7 +64,11 @@ class Counting(Hook):
         self.post += 1
 
 
-async def test_a_governed_turn(make_agent: AgentFactory, event_loop_policy: Any) -> None:
+def test_a_governed_turn(on_loop: Callable[[Body], None]) -> None:
+    on_loop(_a_governed_turn)
+
+
+async def _a_governed_turn(make_agent: AgentFactory) -> None:
     commands = ["true", "sleepy", "rm -rf /tmp/x", "true"]
     script = [tool_call("run_command", CommandLine=c, WaitMsBeforeAsync=5000) for c in commands]
     hook = Counting()
@@ -63,10 +87,12 @@ async def test_a_governed_turn(make_agent: AgentFactory, event_loop_policy: Any)
     assert len(model.requests) == 5
 
 
-async def test_a_media_prompt_streams_out_whole(
-    make_agent: AgentFactory, event_loop_policy: Any
-) -> None:
+def test_a_media_prompt_streams_out_whole(on_loop: Callable[[Body], None]) -> None:
     """Bigger than one fragment, sent while hooks answer on the same connection."""
+    on_loop(_a_media_prompt_streams_out_whole)
+
+
+async def _a_media_prompt_streams_out_whole(make_agent: AgentFactory) -> None:
     agent, model = make_agent(["seen", "again"])
     image = Image.from_bytes(JPEG + bytes(3_000_000), "image/jpeg")
     async with agent:
@@ -75,9 +101,11 @@ async def test_a_media_prompt_streams_out_whole(
     assert model.requests[0].images == [("image/jpeg", image.data)]
 
 
-async def test_a_killed_harness_is_reported(
-    make_agent: AgentFactory, event_loop_policy: Any
-) -> None:
+def test_a_killed_harness_is_reported(on_loop: Callable[[Body], None]) -> None:
+    on_loop(_a_killed_harness_is_reported)
+
+
+async def _a_killed_harness_is_reported(make_agent: AgentFactory) -> None:
     agent, _ = make_agent(["one", "two"])
     async with agent:
         assert (await agent.chat("first")).text == "one"
