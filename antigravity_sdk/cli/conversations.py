@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..conversations import ConversationInfo
     from ._commands import Subparsers
 
 __all__ = ["add_conversations"]
@@ -35,16 +36,25 @@ def _size(size: int) -> str:
     return f"{size} GB"
 
 
-def _list(args: argparse.Namespace) -> int:
+def _saved(args: argparse.Namespace) -> tuple[Path, list[ConversationInfo]] | None:
+    """The save dir `--dir` names (or the default) and its conversations; None after
+    printing why it cannot be read."""
     from ..conversations import default_save_dir, list_conversations
     from ..errors import ConfigurationError
 
     directory = Path(args.dir) if args.dir else default_save_dir()
     try:
-        found = list_conversations(directory)
+        return directory, list_conversations(directory)
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def _list(args: argparse.Namespace) -> int:
+    saved = _saved(args)
+    if saved is None:
         return 2
+    directory, found = saved
     if not found:
         print(f"no saved conversations in {directory}")
         return 0
@@ -56,15 +66,10 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from ..conversations import default_save_dir, list_conversations
-    from ..errors import ConfigurationError
-
-    directory = Path(args.dir) if args.dir else default_save_dir()
-    try:
-        found = list_conversations(directory)
-    except ConfigurationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    saved = _saved(args)
+    if saved is None:
         return 2
+    directory, found = saved
     cutoff = datetime.now(UTC) - timedelta(days=args.older_than or 0)
     old = [info for info in found if info.modified <= cutoff]
     failed = 0
