@@ -116,8 +116,8 @@ async def test_harness_killed_between_turns(make_agent: AgentFactory) -> None:
         assert (await agent.chat("first")).text == "one"
         pid = harness_pid(agent)
         os.kill(pid, signal.SIGKILL)
-        await wait_gone(pid)
-        with pytest.raises(HarnessConnectionError):
+        assert await wait_gone(pid)
+        with pytest.raises(HarnessConnectionError, match="closed the connection"):
             await asyncio.wait_for(agent.chat("second"), 5)
 
 

@@ -121,14 +121,19 @@ async def test_inline_skills_are_offered_and_looked_up(make_agent: AgentFactory)
     assert [r.name for r in hook.results] == ["list_skills", "lookup_skill", "lookup_skills"]
 
 
-async def test_allowed_tools_of_a_skill_do_not_widen_the_policies(
-    make_agent: AgentFactory, env: Workspace
-) -> None:
-    script = [
+def _look_up_then_shell(env: Workspace) -> list[Any]:
+    """The skill is looked up, then the model tries the shell its `allowed_tools` name."""
+    return [
         tool_call("lookup_skill", name="ledger"),
         tool_call("run_command", CommandLine="echo pwned", Cwd=str(env.ws), WaitMsBeforeAsync=3000),
         "done",
     ]
+
+
+async def test_allowed_tools_of_a_skill_do_not_widen_the_policies(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    script = _look_up_then_shell(env)
     agent, model = make_agent(
         script,
         policies=[policy.deny("run_command", name="no-shell"), policy.allow_all()],
@@ -143,11 +148,7 @@ async def test_allowed_tools_of_a_skill_do_not_widen_the_policies(
 async def test_allowed_tools_of_a_skill_do_not_enable_a_tool(
     make_agent: AgentFactory, env: Workspace
 ) -> None:
-    script = [
-        tool_call("lookup_skill", name="ledger"),
-        tool_call("run_command", CommandLine="echo pwned", Cwd=str(env.ws), WaitMsBeforeAsync=3000),
-        "done",
-    ]
+    script = _look_up_then_shell(env)
     agent, model = make_agent(
         script,
         policies=[policy.allow_all()],

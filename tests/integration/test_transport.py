@@ -5,19 +5,17 @@ prompt streams out as one fragmented message, and a killed harness is reported."
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from antigravity_sdk import Hook, HookResult, ToolCall, ToolResult, policy
-from antigravity_sdk.errors import HarnessConnectionError
 from antigravity_sdk.media import Image
 from antigravity_sdk.testing import text, tool_call
 
-from .conftest import AgentFactory, Workspace, harness_pid, wait_gone
+from . import test_faults
+from .conftest import AgentFactory, Workspace, wait_gone
 
 JPEG = b"\xff\xd8\xff\xe0" + bytes(16)
 
@@ -102,15 +100,4 @@ async def _a_media_prompt_streams_out_whole(make_agent: AgentFactory) -> None:
 
 
 def test_a_killed_harness_is_reported(on_loop: Callable[[Body], None]) -> None:
-    on_loop(_a_killed_harness_is_reported)
-
-
-async def _a_killed_harness_is_reported(make_agent: AgentFactory) -> None:
-    agent, _ = make_agent(["one", "two"])
-    async with agent:
-        assert (await agent.chat("first")).text == "one"
-        pid = harness_pid(agent)
-        os.kill(pid, signal.SIGKILL)
-        assert await wait_gone(pid)
-        with pytest.raises(HarnessConnectionError, match="closed the connection"):
-            await asyncio.wait_for(agent.chat("second"), 5)
+    on_loop(test_faults.test_harness_killed_between_turns)
