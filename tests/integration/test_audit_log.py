@@ -161,27 +161,26 @@ async def test_audit_log_example_runs() -> None:
     assert await load_example("audit_log").main() == 0
 
 
-def test_the_demo_writes_its_decisions_to_the_audit_log(tmp_path: Path) -> None:
-    log = tmp_path / "demo-audit.jsonl"
-    env = {k: v for k, v in os.environ.items() if k != "GEMINI_API_KEY"}  # offline
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The `antigravity` command line of this checkout, offline."""
+    env = {k: v for k, v in os.environ.items() if k != "GEMINI_API_KEY"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    done = subprocess.run(
-        [sys.executable, "-m", "antigravity_sdk", "demo", "--audit-log", str(log)],
+    return subprocess.run(
+        [sys.executable, "-m", "antigravity_sdk", *args],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
     )
+
+
+def test_the_demo_writes_its_decisions_to_the_audit_log(tmp_path: Path) -> None:
+    log = tmp_path / "demo-audit.jsonl"
+    done = _cli("demo", "--audit-log", str(log))
     assert done.returncode == 0, done.stdout + done.stderr
     entries = _lines(log)
     decisions = [e for e in entries if e["kind"] == "decision"]
     assert {e["verdict"] for e in decisions} == {"allow", "deny"}
     assert entries[-1]["kind"] == "turn" and entries[-1]["stop_reason"] == "finished"
-    summary = subprocess.run(
-        [sys.executable, "-m", "antigravity_sdk", "audit", "summarize", str(log)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    summary = _cli("audit", "summarize", str(log))
     assert summary.returncode == 0 and "run_command" in summary.stdout
