@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_cli_policy import _cli
 
 from antigravity_sdk import Agent, ConfigurationError, Hook, HookResult, HookRunner, ToolCall
 from antigravity_sdk import policy as pol
@@ -547,17 +548,6 @@ def test_the_tables_render_with_rich_or_as_plain_text(
 
 
 # -- the command line (the real console entry point, in a subprocess) ---------------------------
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
-    return subprocess.run(
-        [sys.executable, "-m", "antigravity_sdk", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
 
 
 def test_cli_audit_summarize_prints_the_tables(tmp_path: Path) -> None:
