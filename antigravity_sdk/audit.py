@@ -87,19 +87,14 @@ def _str(value: object) -> str:
 _last_second: tuple[int, str] = (-1, "")  # the last whole second, formatted
 
 
-def _second(whole: int) -> tuple[int, str]:
-    """Format the whole second `whole` (epoch) as ISO 8601 UTC, once a second."""
-    global _last_second
-    cached = _last_second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return cached
-
-
 def _iso(ns: int) -> str:
-    """`ns` (`time.time_ns()`) as ISO 8601 UTC with microseconds."""
+    """`ns` (`time.time_ns()`) as ISO 8601 UTC with microseconds; the seconds part is
+    formatted once a second."""
+    global _last_second
     whole, fraction = divmod(ns, 1_000_000_000)
     cached = _last_second  # one read: another thread may replace it meanwhile
     if cached[0] != whole:
-        cached = _second(whole)
+        cached = _last_second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
     return f"{cached[1]}.{fraction // 1000:06d}Z"
 
 
@@ -267,7 +262,6 @@ class AuditLog:
         """Write the decision's line. Built as text from cached pieces, not as a dict to
         encode: this runs on every tool call (benches/bench_audit.py)."""
         latency = perf_counter_ns() - began
-        now = time.time_ns()
         allow = outcome.allow
         policy_ns = note.policy_ns
         decided = policy_ns >= 0  # the policies ran (they come last)
@@ -287,9 +281,7 @@ class AuditLog:
             if call is not None:
                 trajectory, call_id = call.trajectory_id, call.id
                 tool, server = call.name, call.server_name
-                args = _flat_json(call.args) if self.redact is None else None
-                if args is None:
-                    args = self._args(call.args)
+                args = self._args(call.args)
             else:  # a step the SDK could not describe
                 trajectory, call_id, args = getattr(request, "trajectory_id", ""), "", "null"
                 tool, server = None, None
@@ -297,15 +289,12 @@ class AuditLog:
             where = self._where
             if key != where[0]:
                 where = self._where = (key, self._where_json(*key))
-            verdict = self._verdicts.get((route, tool, server, by, rule, allow))
+            verdict_key = (route, tool, server, by, rule, allow)
+            verdict = self._verdicts.get(verdict_key)
             if verdict is None:
-                verdict = self._verdict_json(route, call, by, rule, allow)
-            second, fraction = divmod(now, 1_000_000_000)
-            cached = _last_second  # one read: another thread may replace it meanwhile
-            if second != cached[0]:
-                cached = _second(second)
+                verdict = self._verdict_json(verdict_key, call)
             line = (
-                f'{{"v":{VERSION},"kind":"decision","time":"{cached[1]}.{fraction // 1000:06d}Z",'
+                f'{{"v":{VERSION},"kind":"decision","time":"{_iso(time.time_ns())}",'
                 f'{where[1]},"call_id":{_encode_string(call_id)},{verdict},'
                 f'"hook":{_str(note.hook) if by == "hook" else "null"},'
                 f'"message":{_EMPTY if allow else _str(outcome.message)},'
@@ -328,36 +317,25 @@ class AuditLog:
     def _where_json(conversation: str, turn: int, trajectory: str) -> str:
         return f'"conversation":{_str(conversation)},"turn":{turn},"trajectory":{_str(trajectory)}'
 
-    def _verdict_json(
-        self, route: str, call: ToolCall | None, by: str, rule: Any, allow: bool
-    ) -> str:
-        """The line's route, tool, verdict and rule fields, built once per combination
-        (a bounded cache: tool names come from the model)."""
-        key = (
-            route,
-            call.name if call is not None else None,
-            call.server_name if call is not None else None,
-            by,
-            rule,
-            allow,
-        )
-        text = self._verdicts.get(key)
-        if text is None:
-            tool = "null" if call is None else _str(call.qualified_name)
-            ruled = _NO_RULE
-            if rule is not None:
-                policy = rule.policy
-                ruled = (
-                    f'{_str(policy.label)},"decision":{_str(policy.decision.value)},'
-                    f'"bucket":{int(rule.bucket)},"bucket_name":{_str(BUCKETS[rule.bucket])}'
-                )
-            text = (
-                f'"route":"{route}","tool":{tool},"verdict":"{"allow" if allow else "deny"}",'
-                f'"by":"{by}","rule":{ruled}'
+    def _verdict_json(self, key: tuple[Any, ...], call: ToolCall | None) -> str:
+        """The line's route, tool, verdict and rule fields for `key` (route, tool, server,
+        by, rule, allow), cached; the cache is bounded: tool names come from the model."""
+        route, _, _, by, rule, allow = key
+        tool = "null" if call is None else _str(call.qualified_name)
+        ruled = _NO_RULE
+        if rule is not None:
+            policy = rule.policy
+            ruled = (
+                f'{_str(policy.label)},"decision":{_str(policy.decision.value)},'
+                f'"bucket":{int(rule.bucket)},"bucket_name":{_str(BUCKETS[rule.bucket])}'
             )
-            if len(self._verdicts) >= _VERDICTS_KEPT:
-                self._verdicts.clear()
-            self._verdicts[key] = text
+        text = (
+            f'"route":"{route}","tool":{tool},"verdict":"{"allow" if allow else "deny"}",'
+            f'"by":"{by}","rule":{ruled}'
+        )
+        if len(self._verdicts) >= _VERDICTS_KEPT:
+            self._verdicts.clear()
+        self._verdicts[key] = text
         return text
 
     def _args(self, args: dict[str, Any]) -> str:
