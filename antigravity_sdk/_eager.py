@@ -40,36 +40,58 @@ else:
         first `send` (or `throw`) hands the task what that step left; every later one goes
         straight to the coroutine, so the task drives it like any other."""
 
-        __slots__ = ("_coro", "_handed", "_outcome", "_yielded")
+        __slots__ = ("_coro", "_failure", "_handed", "_returned", "_yielded")
 
         def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
             self._coro = coro
             self._yielded: Any = None
-            self._outcome: BaseException | None = None  # StopIteration when it returned
+            # How the first step ended, if it did. A return keeps its value, not its
+            # StopIteration: that one's traceback holds `first_step`'s frame, which holds
+            # this object, a reference cycle per answer that only the cyclic GC frees.
+            self._returned: tuple[Any] | None = None
+            self._failure: BaseException | None = None
             self._handed = False
 
         def first_step(self) -> bool:
             """Run the coroutine's first step; True if it finished (returned or raised)."""
             try:
                 self._yielded = self._coro.send(None)
-            except BaseException as exc:  # StopIteration too: the task's result
-                self._outcome = exc
+            except StopIteration as exc:  # the task's result
+                self._returned = (exc.value,)
+                return True
+            except BaseException as exc:
+                self._failure = exc
                 return True
             return False
+
+        def _outcome(self) -> BaseException | None:
+            """The first step's ending, once, for the task to see (None: it waits)."""
+            if self._returned is not None:
+                return StopIteration(*self._returned)
+            failure, self._failure = self._failure, None
+            return failure
 
         def send(self, value: Any) -> Any:
             if not self._handed:
                 self._handed = True
-                if self._outcome is not None:
-                    raise self._outcome
+                outcome = self._outcome()
+                if outcome is not None:
+                    try:
+                        raise outcome
+                    finally:
+                        del outcome  # no cycle through this frame
                 return self._yielded
             return self._coro.send(value)
 
         def throw(self, exc: BaseException) -> Any:
             if not self._handed:
                 self._handed = True
-                if self._outcome is not None:  # finished already: too late to cancel
-                    raise self._outcome
+                outcome = self._outcome()
+                if outcome is not None:  # finished already: too late to cancel
+                    try:
+                        raise outcome
+                    finally:
+                        del outcome
             return self._coro.throw(exc)
 
         def close(self) -> None:

@@ -665,7 +665,7 @@ class Agent:
     @property
     def usage_by_trajectory(self) -> dict[str, UsageMetadata]:
         """`usage` by trajectory id: the conversation's id, and each subagent's."""
-        return dict(self._core.usage_by_trajectory) if self._core is not None else {}
+        return self._core.usage_by_trajectory if self._core is not None else {}
 
     @property
     def harness_pid(self) -> int | None:

@@ -159,7 +159,7 @@ async def _decide_call(hooks: HookDispatch, call: ToolCall, *, rewrites: bool) -
     """The pre_tool_call hooks' decision on `call`, fail-closed on what the harness would
     not do: a rewrite on a route that cannot carry one (`rewrites` False), or arguments
     changed in place, which the hooks and policies saw but the harness never would."""
-    before = json.dumps(call.args, sort_keys=True)
+    before = _snapshot(call.args)
     decision: HookResult = await hooks.dispatch("pre_tool_call", call)
     if not decision.allow:
         return decision
@@ -168,14 +168,34 @@ async def _decide_call(hooks: HookDispatch, call: ToolCall, *, rewrites: bool) -
             return decision
         logger.warning("%s", _NO_REWRITE)
         return HookResult(allow=False, message=_NO_REWRITE)
-    try:
-        unchanged = json.dumps(call.args, sort_keys=True) == before
-    except Exception:  # not JSON any more (or nested too deep to tell): changed
-        unchanged = False
-    if unchanged:
+    if _unchanged(call.args, before):
         return decision
     logger.warning("%s", _MUTATED)
     return HookResult(allow=False, message=_MUTATED)
+
+
+_SORTED: Final = json.JSONEncoder(sort_keys=True)  # canonical JSON: equal iff same arguments
+_STR_INT: Final = frozenset({str, int})
+
+
+def _snapshot(args: dict[str, Any]) -> dict[str, Any] | str:
+    """What `_unchanged` compares `args` with later: a shallow copy when every value is a
+    str or an int (most calls: nothing nested that a hook could change in place), else
+    the canonical JSON."""
+    if _STR_INT.issuperset(map(type, args.values())):
+        return dict(args)
+    return _SORTED.encode(args)
+
+
+def _unchanged(args: dict[str, Any], before: dict[str, Any] | str) -> bool:
+    """Whether `args` are still what `_snapshot` saw, as JSON. Against a copy of str and
+    int values: equal, and still only str and int values (`True == 1`, not in JSON)."""
+    if isinstance(before, dict):
+        return before == args and _STR_INT.issuperset(map(type, args.values()))
+    try:
+        return _SORTED.encode(args) == before
+    except Exception:  # not JSON any more (or nested too deep to tell): changed
+        return False
 
 
 def _modified_args(call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:

@@ -89,17 +89,25 @@ def _sandbox(response: dict[str, Any]) -> effects.SandboxStatus | None:
     return effects.SandboxStatus(available, str_field(status, "unavailableReason"))
 
 
-def _usage(frame: dict[str, Any]) -> UsageMetadata:
-    return UsageMetadata(**{name: int_field(frame, key) for name, key in _USAGE_FIELDS.items()})
+# Token counts travel as a tuple of ints in _USAGE_FIELDS' order: a usage update comes
+# with every model call, and a UsageMetadata is only built when someone reads one.
+Counts = tuple[int, ...]
+_NO_USAGE: Final[Counts] = (0,) * len(_USAGE_FIELDS)
 
 
-def _usage_delta(end: UsageMetadata, start: UsageMetadata) -> UsageMetadata:
-    return UsageMetadata(
-        **{name: getattr(end, name) - getattr(start, name) for name in _USAGE_FIELDS}
-    )
+def _usage(frame: dict[str, Any]) -> Counts:
+    return tuple([int_field(frame, key) for key in _USAGE_FIELDS.values()])
 
 
-def _trajectory_usage(entries: list[Any]) -> dict[str, UsageMetadata]:
+def _usage_model(counts: Counts) -> UsageMetadata:
+    return UsageMetadata(**dict(zip(_USAGE_FIELDS, counts, strict=True)))
+
+
+def _usage_delta(end: Counts, start: Counts) -> UsageMetadata:
+    return _usage_model(tuple([e - s for e, s in zip(end, start, strict=True)]))
+
+
+def _trajectory_usage(entries: list[Any]) -> dict[str, Counts]:
     """`TrajectoryUsageEntry`s by trajectory id (entries without an id are skipped)."""
     usage = {}
     for entry in entries:
@@ -337,15 +345,25 @@ class SessionCore:
         self._guard = guard  # None: no tool is refused for what it is (unit tests)
         self.conversation_id = ""
         self.streaming = False  # until a turn starts: before that nobody reads chunks
-        self.usage = UsageMetadata()
-        self.usage_by_trajectory: dict[str, UsageMetadata] = {}
-        self._turn_usage_start = UsageMetadata()
-        self._turn_usage_by_trajectory: dict[str, UsageMetadata] = {}
+        self._usage = _NO_USAGE
+        self._usage_by_trajectory: dict[str, Counts] = {}
+        self._turn_usage_start = _NO_USAGE
+        self._turn_usage_by_trajectory: dict[str, Counts] = {}
         self.stop_reason: StopReason | None = None  # the harness's, for the current turn
         self._steps: dict[tuple[str, int], _StepState] = {}
         self._calls: dict[str, ToolCall] = {}  # pending: PRE_TOOL seen, no POST/ERROR yet
         self._turn_calls: list[ToolCall] = []  # every call PRE_TOOL asked about this turn
         self._denials: list[Denial] = []  # this turn's, in the order they were made
+
+    @property
+    def usage(self) -> UsageMetadata:
+        """The conversation's token counts so far."""
+        return _usage_model(self._usage)
+
+    @property
+    def usage_by_trajectory(self) -> dict[str, UsageMetadata]:
+        """The same per trajectory (the main one and each subagent's)."""
+        return {key: _usage_model(counts) for key, counts in self._usage_by_trajectory.items()}
 
     # -- outgoing ---------------------------------------------------------------------
 
@@ -362,8 +380,8 @@ class SessionCore:
         self._denials = []
         self._steps = {}
         self._calls = {}
-        self._turn_usage_start = self.usage
-        self._turn_usage_by_trajectory = dict(self.usage_by_trajectory)
+        self._turn_usage_start = self._usage
+        self._turn_usage_by_trajectory = dict(self._usage_by_trajectory)
         self.stop_reason = None
         if isinstance(prompt, str):
             return {"userInput": {"parts": [{"text": prompt}]}}
@@ -412,8 +430,8 @@ class SessionCore:
             update = obj_field(frame, "usageUpdate")
             total = obj_field(update, "total")
             if total:
-                self.usage = _usage(total)
-            self.usage_by_trajectory.update(_trajectory_usage(list_field(update, "agents")))
+                self._usage = _usage(total)
+            self._usage_by_trajectory.update(_trajectory_usage(list_field(update, "agents")))
             return []
         if "policyDecisionRequest" in frame:
             request = obj_field(frame, "policyDecisionRequest")
@@ -423,8 +441,8 @@ class SessionCore:
             response = obj_field(frame, "initializeConversationResponse")
             self.conversation_id = str_field(response, "cascadeId")
             # A resumed conversation: what it has cost so far.
-            self.usage = _usage(obj_field(response, "cumulativeUsage"))
-            self.usage_by_trajectory = _trajectory_usage(list_field(response, "trajectoryUsage"))
+            self._usage = _usage(obj_field(response, "cumulativeUsage"))
+            self._usage_by_trajectory = _trajectory_usage(list_field(response, "trajectoryUsage"))
             history = []
             for update in list_field(response, "history"):
                 if isinstance(update, dict):
@@ -434,7 +452,7 @@ class SessionCore:
             if "cumulativeUsage" in response:
                 # A resumed conversation's usage updates count from its first turn: the
                 # first turn here must not report the earlier sessions' tokens as its own.
-                self.usage = _usage(obj_field(response, "cumulativeUsage"))
+                self._usage = _usage(obj_field(response, "cumulativeUsage"))
             return [effects.Initialized(self.conversation_id, tuple(history), _sandbox(response))]
         if "sessionEndResponse" in frame:
             return [effects.SessionEnded()]
@@ -717,15 +735,15 @@ class SessionCore:
         denied: set[int] = set()
         start = self._turn_usage_by_trajectory
         by_trajectory = {
-            trajectory: _usage_delta(usage, start.get(trajectory, UsageMetadata()))
-            for trajectory, usage in self.usage_by_trajectory.items()
+            trajectory: _usage_delta(usage, start.get(trajectory, _NO_USAGE))
+            for trajectory, usage in self._usage_by_trajectory.items()
             if usage != start.get(trajectory)
         }
         return ChatResponse(
             text=text,
             thinking="\n".join(thinking),
             steps=[s.to_step(self._executed_call(s, used), self._denial(s, denied)) for s in steps],
-            usage=_usage_delta(self.usage, self._turn_usage_start),
+            usage=_usage_delta(self._usage, self._turn_usage_start),
             usage_by_trajectory=by_trajectory,
             stop_reason=self.stop_reason or StopReason.FINISHED,
         )

@@ -36,6 +36,7 @@ import betterproto2
 
 from ..errors import ProtocolError
 from ._proto.antigravity import localharness as pb
+from .fields import loads
 
 __all__ = [
     "MAX_HANDSHAKE_FRAME",
@@ -312,8 +313,8 @@ def _fragments(value: Any, pending: list[str]) -> Iterator[bytes]:
 def decode_frame(text: str | bytes) -> dict[str, Any]:
     """Parse one WebSocket text frame into a JSON object, or raise ProtocolError."""
     try:
-        frame = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+        frame = loads(text)
+    except ValueError as exc:  # UnicodeDecodeError too
         raise ProtocolError(f"frame is not JSON: {exc}") from None
     if not isinstance(frame, dict):
         raise ProtocolError(f"frame is not a JSON object: {type(frame).__name__}")
