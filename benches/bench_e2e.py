@@ -741,8 +741,10 @@ _PRE_TOOL_FRAME = json.dumps(
 
 def callback_path_us(rounds: int) -> float:
     """Our code alone on one PRE_TOOL callback, no sockets: decode, core, the allowing
-    hook + the allow-all policy, reply, encode (median of 5 batches, CPU-µs)."""
+    hook + the allow-all policy, reply, encode with the connection's own encoder (median
+    of 5 batches, CPU-µs)."""
     from antigravity_sdk import Hook, HookResult, HookRunner, policy
+    from antigravity_sdk.harness.connection import _encode
     from antigravity_sdk.harness.effects import HookCall
     from antigravity_sdk.harness.protocol import SessionCore
     from antigravity_sdk.harness.wire import decode_frame
@@ -757,10 +759,12 @@ def callback_path_us(rounds: int) -> float:
     tools = ToolRunner()
     core = SessionCore()
 
-    async def one() -> str:
-        (call,) = core.receive(decode_frame(_PRE_TOOL_FRAME))
+    frame = _PRE_TOOL_FRAME.encode()  # as it comes off the socket
+
+    async def one() -> bytes:
+        (call,) = core.receive(decode_frame(frame))
         assert isinstance(call, HookCall)
-        return json.dumps(call.reply(await call.decide(runner, tools)), separators=(",", ":"))
+        return _encode(call.reply(await call.decide(runner, tools))).encode()
 
     async def measure() -> float:
         for _ in range(500):

@@ -20,7 +20,7 @@ from antigravity_sdk._eager import start_now
 from antigravity_sdk.errors import ProtocolError
 from antigravity_sdk.harness.effects import HookCall
 from antigravity_sdk.harness.fields import loads
-from antigravity_sdk.harness.protocol import SessionCore
+from antigravity_sdk.harness.protocol import SessionCore, _case_collision
 from antigravity_sdk.harness.wire import decode_frame
 from antigravity_sdk.types import ToolCall, UsageMetadata
 
@@ -212,3 +212,33 @@ def test_an_answer_that_never_waits_leaves_no_reference_cycle() -> None:
             gc.garbage.clear()
 
     assert asyncio.run(main()) == 0
+
+
+# -- keys that differ only in case ------------------------------------------------------------
+
+KEYS = st.sampled_from(["a", "A", "b", "ß", "SS", "ss", "K", "\u212a"])  # K and the Kelvin sign
+NESTED = st.recursive(
+    st.integers(0, 2) | st.text(max_size=2),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(KEYS, children, max_size=3),
+    max_leaves=10,
+)
+
+
+def _collides(value: Any) -> bool:
+    """The obvious version: some object, at any depth, has two keys equal under casefold."""
+    if isinstance(value, dict):
+        folded = [key.casefold() for key in value]
+        return len(set(folded)) < len(folded) or any(_collides(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_collides(v) for v in value)
+    return False
+
+
+@settings(max_examples=400)
+@given(st.dictionaries(KEYS, NESTED, max_size=4))
+def test_a_case_collision_is_found_at_any_depth(args: dict[str, Any]) -> None:
+    found = _case_collision(args)
+    assert bool(found) is _collides(args)
+    if found:  # it names the two keys
+        first, second = (part.strip("'") for part in found.split(" and "))
+        assert first != second and first.casefold() == second.casefold()
