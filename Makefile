@@ -49,6 +49,7 @@ bench: harness
 	$(BIN)/python benches/bench_dispatch.py
 	$(BIN)/python benches/bench_policy.py
 	$(BIN)/python benches/bench_e2e.py
+	$(BIN)/python benches/bench_core.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
