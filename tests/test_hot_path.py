@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_rewrite import JSON as JSON_WITH_CASES
+from test_rewrite import KEYS, collides
 
 from antigravity_sdk import Hook, HookResult, HookRunner
 from antigravity_sdk._eager import start_now
 from antigravity_sdk.errors import ProtocolError
 from antigravity_sdk.harness.effects import HookCall
-from antigravity_sdk.harness.fields import loads
+from antigravity_sdk.harness.fields import int_field, loads
 from antigravity_sdk.harness.protocol import SessionCore, _case_collision
 from antigravity_sdk.harness.wire import decode_frame
 from antigravity_sdk.types import ToolCall, UsageMetadata
@@ -216,29 +218,24 @@ def test_an_answer_that_never_waits_leaves_no_reference_cycle() -> None:
 
 # -- keys that differ only in case ------------------------------------------------------------
 
-KEYS = st.sampled_from(["a", "A", "b", "ß", "SS", "ss", "K", "\u212a"])  # K and the Kelvin sign
-NESTED = st.recursive(
-    st.integers(0, 2) | st.text(max_size=2),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(KEYS, children, max_size=3),
-    max_leaves=10,
-)
-
-
-def _collides(value: Any) -> bool:
-    """The obvious version: some object, at any depth, has two keys equal under casefold."""
-    if isinstance(value, dict):
-        folded = [key.casefold() for key in value]
-        return len(set(folded)) < len(folded) or any(_collides(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_collides(v) for v in value)
-    return False
-
 
 @settings(max_examples=400)
-@given(st.dictionaries(KEYS, NESTED, max_size=4))
+@given(st.dictionaries(KEYS, JSON_WITH_CASES, max_size=4))
 def test_a_case_collision_is_found_at_any_depth(args: dict[str, Any]) -> None:
     found = _case_collision(args)
-    assert bool(found) is _collides(args)
+    assert bool(found) is collides(args)
     if found:  # it names the two keys
         first, second = (part.strip("'") for part in found.split(" and "))
         assert first != second and first.casefold() == second.casefold()
+
+
+@pytest.mark.parametrize("value", [True, False, 1.5, "many", None, [1]])
+def test_an_integer_field_refuses_what_is_not_an_integer(value: Any) -> None:
+    with pytest.raises(ProtocolError, match="'n' should be an integer"):
+        int_field({"n": value}, "n")
+
+
+def test_an_integer_field_reads_ints_and_64_bit_strings() -> None:
+    assert int_field({"n": 7}, "n") == 7
+    assert int_field({"n": "18446744073709551615"}, "n") == 2**64 - 1
+    assert int_field({}, "n") == 0

@@ -66,23 +66,15 @@ def str_field(frame: dict[str, Any], key: str) -> str:
 
 def int_field(frame: dict[str, Any], key: str) -> int:
     value = frame.get(key, 0)
-    if type(value) is int:  # not a bool: the common cases first
-        return value
-    if type(value) is str:  # 64-bit integers travel as strings
-        try:
-            return int(value)
-        except ValueError:
-            pass
-    if isinstance(value, bool):
-        raise ProtocolError(f"field {key!r} should be an integer, got bool")
-    if isinstance(value, int):
+    if type(value) is int:  # exactly: a bool is not a count (JSON gives exact types)
         return value
     if isinstance(value, str):  # 64-bit integers travel as strings
         try:
             return int(value)
         except ValueError:
             pass
-    raise ProtocolError(f"field {key!r} should be an integer, got {value!r}")
+    got = "bool" if isinstance(value, bool) else repr(value)
+    raise ProtocolError(f"field {key!r} should be an integer, got {got}")
 
 
 def list_field(frame: dict[str, Any], key: str) -> list[Any]:
