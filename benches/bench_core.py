@@ -41,6 +41,7 @@ from bench_e2e import calibration_us, callback_path_us, run_json, server  # noqa
 
 from antigravity_sdk import Agent, Hook, HookResult, policy  # noqa: E402
 from antigravity_sdk.harness.connection import _encode  # noqa: E402
+from antigravity_sdk.harness.wire import decode_frame  # noqa: E402
 from antigravity_sdk.types import ToolCall  # noqa: E402
 
 
@@ -63,8 +64,6 @@ class ReplayConnection:
         self.loop.call_soon(on_frame, init)
 
     def _pump(self, index: int) -> None:
-        from antigravity_sdk.harness.wire import decode_frame
-
         frame = decode_frame(self.frames[index])
         if "callHookRequest" in frame:  # set first: the answer may be sent at once
             self.waiting = (frame["callHookRequest"]["requestId"].encode(), index + 1)
