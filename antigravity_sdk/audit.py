@@ -75,8 +75,8 @@ _STRICT: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 _NO_RULE: Final = 'null,"decision":null,"bucket":null,"bucket_name":null'
-_VERDICTS_KEPT: Final = 1024
-_EMPTY: Final = '""'
+_ALLOWED: Final = '"message":"",'
+_HEADS_KEPT: Final = 1024
 
 
 def _str(value: object) -> str:
@@ -156,10 +156,8 @@ class AuditLog:
         self._turn = 0
         self._decisions = 0
         self._denied = 0
-        # Cached line pieces: the last (conversation, turn, trajectory) and its JSON, and
-        # the verdict fields per (route, tool, server, by, rule, allow).
-        self._where: tuple[tuple[str, int, str] | None, str] = (None, "")
-        self._verdicts: dict[tuple[Any, ...], str] = {}
+        # Each decision line's opening, per where and verdict (see `_head`).
+        self._heads: dict[tuple[Any, ...], str] = {}
 
     def copy(self) -> AuditLog:
         """A new, unopened log with the same settings: one per agent."""
@@ -194,12 +192,12 @@ class AuditLog:
         except Exception as exc:
             self._failed("could not encode an audit line", exc)
             return
-        self._append(line)
+        self._append(line + "\n")
 
     def _append(self, line: str) -> None:
-        """One `os.write` of `line` and a newline (more only after a short write)."""
+        """One `os.write` of `line`, newline included (more only after a short write)."""
         try:
-            data = (line + "\n").encode("ascii")
+            data = line.encode("ascii")
             if self._fd < 0:
                 raise OSError("the audit log is not open")
             written = os.write(self._fd, data)
@@ -259,8 +257,10 @@ class AuditLog:
         note: DecisionNote,
         began: int,
     ) -> None:
-        """Write the decision's line. Built as text from cached pieces, not as a dict to
-        encode: this runs on every tool call (benches/bench_audit.py)."""
+        """Write the decision's line. Built as text, not as a dict to encode: this runs on
+        every tool call (benches/bench_audit.py). What a turn repeats from call to call
+        (where, tool, verdict, rule) is one cached head; only the time, the call id, the
+        latencies, a deny's message and the arguments are formatted per line."""
         latency = perf_counter_ns() - began
         allow = outcome.allow
         policy_ns = note.policy_ns
@@ -271,37 +271,41 @@ class AuditLog:
             by = "policy"
         else:
             by = "hook" if note.hook else "sdk"
-        rule = note.rule if by == "policy" else None
         self._decisions += 1
         if not allow:
             self._denied += 1
-        tool: str | None
-        server: str | None
         try:
             if call is not None:
-                trajectory, call_id = call.trajectory_id, call.id
+                trajectory, call_id, args = call.trajectory_id, call.id, self._args(call.args)
                 tool, server = call.name, call.server_name
-                args = self._args(call.args)
             else:  # a step the SDK could not describe
                 trajectory, call_id, args = getattr(request, "trajectory_id", ""), "", "null"
                 tool, server = None, None
-            key = (conversation, self._turn, trajectory)
-            where = self._where
-            if key != where[0]:
-                where = self._where = (key, self._where_json(*key))
-            verdict_key = (route, tool, server, by, rule, allow)
-            verdict = self._verdicts.get(verdict_key)
-            if verdict is None:
-                verdict = self._verdict_json(verdict_key, call)
-            line = (
-                f'{{"v":{VERSION},"kind":"decision","time":"{_iso(time.time_ns())}",'
-                f'{where[1]},"call_id":{_encode_string(call_id)},{verdict},'
-                f'"hook":{_str(note.hook) if by == "hook" else "null"},'
-                f'"message":{_EMPTY if allow else _str(outcome.message)},'
-                f'"latency_us":{latency / 1000:.1f},'
-                f'"policy_us":{f"{policy_ns / 1000:.1f}" if decided else "null"},"args":{args}'
+            key = (
+                conversation,
+                self._turn,
+                trajectory,
+                route,
+                tool,
+                server,
+                by,
+                note.rule if by == "policy" else None,
+                note.hook if by == "hook" else "",
+                allow,
             )
+            head = self._heads.get(key)
+            if head is None:
+                head = self._head(key, call)
+            line = (
+                f'{head}"time":"{_iso(time.time_ns())}","call_id":{_encode_string(call_id)},'
+                f'"latency_us":{latency / 1000:.1f},'
+                f'"policy_us":{f"{policy_ns / 1000:.1f}" if decided else "null"}'
+            )
+            if not allow:
+                line += f',"message":{_str(outcome.message)}'
+            line += f',"args":{args}'
             if allow and decided and not note.policy_allow:  # shadow mode: what it would do
+                rule = key[7]
                 asks = rule is not None and rule.policy.decision is Decision.ASK_USER
                 line += f',"shadow":"{"ask" if asks else "deny"}"'
             if note.rewriters:  # also when a later hook denied the rewritten call
@@ -311,16 +315,14 @@ class AuditLog:
         except Exception as exc:  # never break the turn
             self._failed("could not build an audit line", exc)
             return
-        self._append(line + "}")
+        self._append(line + "}\n")
 
-    @staticmethod
-    def _where_json(conversation: str, turn: int, trajectory: str) -> str:
-        return f'"conversation":{_str(conversation)},"turn":{turn},"trajectory":{_str(trajectory)}'
-
-    def _verdict_json(self, key: tuple[Any, ...], call: ToolCall | None) -> str:
-        """The line's route, tool, verdict and rule fields for `key` (route, tool, server,
-        by, rule, allow), cached; the cache is bounded: tool names come from the model."""
-        route, _, _, by, rule, allow = key
+    def _head(self, key: tuple[Any, ...], call: ToolCall | None) -> str:
+        """The line's opening for `key` (conversation, turn, trajectory, route, tool,
+        server, by, rule, hook, allow): every field but the per-call ones, ending in a
+        comma; on allow the empty message too. Cached; the cache is bounded, as tool names
+        come from the model."""
+        conversation, turn, trajectory, route, _, _, by, rule, hook, allow = key
         tool = "null" if call is None else _str(call.qualified_name)
         ruled = _NO_RULE
         if rule is not None:
@@ -329,14 +331,16 @@ class AuditLog:
                 f'{_str(policy.label)},"decision":{_str(policy.decision.value)},'
                 f'"bucket":{int(rule.bucket)},"bucket_name":{_str(BUCKETS[rule.bucket])}'
             )
-        text = (
-            f'"route":"{route}","tool":{tool},"verdict":"{"allow" if allow else "deny"}",'
-            f'"by":"{by}","rule":{ruled}'
+        head = (
+            f'{{"v":{VERSION},"kind":"decision","conversation":{_str(conversation)},'
+            f'"turn":{turn},"trajectory":{_str(trajectory)},"route":"{route}","tool":{tool},'
+            f'"verdict":"{"allow" if allow else "deny"}","by":"{by}","rule":{ruled},'
+            f'"hook":{_str(hook) if hook else "null"},{_ALLOWED if allow else ""}'
         )
-        if len(self._verdicts) >= _VERDICTS_KEPT:
-            self._verdicts.clear()
-        self._verdicts[key] = text
-        return text
+        if len(self._heads) >= _HEADS_KEPT:
+            self._heads.clear()
+        self._heads[key] = head
+        return head
 
     def _args(self, args: dict[str, Any]) -> str:
         """`args` as JSON, through the redactor, fail-closed: on any failure the marker

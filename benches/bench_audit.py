@@ -7,7 +7,10 @@ A plain script (not a test): `python benches/bench_audit.py [--batch N] [--round
    enforcer to noting its decision, and writes the line). The two run interleaved,
    batch by batch, in one event loop; medians over `--rounds` batches of `--batch`
    decisions, µs per decision. The target: at most 20 µs added. `fsync=True` and the
-   bare `write()` of one line are timed the same way, for the docs.
+   bare `write()` of one line are timed the same way, for the docs, and so is a floor: the
+   plain decision followed by the least any per-decision line can cost (a constant head,
+   the five per-call fields formatted, one `os.write`), with nothing noted about the
+   decision, so without the rule, bucket or hook a real line names.
 2. A 50-call turn against the real harness, offline (ScriptedModel: five replies of ten
    parallel reads): two agents, one with the audit log, their turns alternating; median
    wall time of `--turns` turns each. The target: unchanged within noise.
@@ -17,11 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from antigravity_sdk import Agent, HookRunner, ToolCall, policy  # noqa: E402
 from antigravity_sdk.agent import default_policies  # noqa: E402
-from antigravity_sdk.audit import AuditLog  # noqa: E402
+from antigravity_sdk.audit import AuditLog, _flat_json, _iso  # noqa: E402
 from antigravity_sdk.harness.effects import HookCall  # noqa: E402
 from antigravity_sdk.testing import ScriptedModel, ToolCallSpec, text, tool_calls  # noqa: E402
 
@@ -78,6 +84,22 @@ async def per_decision(batch: int, rounds: int, tmp: Path) -> dict[str, tuple[fl
         logs["audit"].write(line)
 
     cases["write() alone"] = write_only
+    floor_fd = os.open(tmp / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    head = (await _one_line(logs["audit"], request, noted))[: -len('"args":{}}')]
+
+    async def floor() -> Any:
+        began = time.perf_counter_ns()
+        outcome = await request.decide(plain, None)  # type: ignore[arg-type]
+        latency = (time.perf_counter_ns() - began) / 1000
+        line = (
+            f'{head}"time":"{_iso(time.time_ns())}","call_id":{encode_basestring_ascii(call.id)},'
+            f'"latency_us":{latency:.1f},"policy_us":{latency:.1f},'
+            f'"args":{_flat_json(call.args)}}}\n'
+        )
+        os.write(floor_fd, line.encode("ascii"))
+        return outcome
+
+    cases["floor"] = floor
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     for fn in cases.values():  # warm up
         await _batch(fn, 10)
@@ -87,10 +109,21 @@ async def per_decision(batch: int, rounds: int, tmp: Path) -> dict[str, tuple[fl
             samples[name].append(await _batch(fn, n))
     for log in logs.values():
         log.close()
+    os.close(floor_fd)
     return {
         name: (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
         for name, values in samples.items()
     }
+
+
+async def _one_line(log: AuditLog, request: HookCall, runner: HookRunner) -> str:
+    """The line `log` writes for `request`, its per-call fields and arguments left out: the
+    floor's constant head (as long as a real line's)."""
+    await log.decide(request, runner, None, "c" * 32)  # type: ignore[arg-type]
+    line: dict[str, Any] = json.loads(log.path.read_text().splitlines()[-1])
+    for key in ("time", "call_id", "latency_us", "policy_us", "args"):
+        del line[key]
+    return json.dumps(line, separators=(",", ":"))[:-1] + ',"args":{}}'
 
 
 def _script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
@@ -176,6 +209,8 @@ async def main() -> int:
         added = costs["audit"][1] - base_cpu
         verdict = "OK" if added <= TARGET_US else "OVER"
         print(f"  added by the audit log: {added:.2f} CPU-µs (target ≤ {TARGET_US} µs): {verdict}")
+        floor = costs["floor"][1] - base_cpu
+        print(f"  the floor (a bare line and its write, nothing noted): {floor:.2f} CPU-µs")
         print()
         if args.turns < 1:  # the per-decision figures only
             return 0 if added <= TARGET_US else 1

@@ -379,7 +379,72 @@ async def test_cached_line_pieces_follow_the_turn_trajectory_and_tool(log: Audit
     ]
     assert [x["tool"] for x in lines[3:]] == [c.qualified_name for c in many]
     assert {x["turn"] for x in lines[3:]} == {2}
-    assert len(log._verdicts) <= 1024
+    assert len(log._heads) <= 1024
+
+
+class DenyWhenAsked(Hook):
+    """Denies a call whose arguments say so, with the reason they give."""
+
+    async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+        reason = tool_call.args.get("deny")
+        return HookResult.denied(reason) if reason else HookResult.ALLOWED
+
+
+class DenyAll(Hook):
+    async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+        return HookResult.denied("no")
+
+
+_STEP = st.tuples(
+    st.sampled_from(["t1", "t2"]),  # trajectory
+    st.sampled_from(["view_file", "list_dir"]),  # tool
+    st.sampled_from([None, "s1", "s2"]),  # its MCP server
+    st.sampled_from(["", "reason one", "reason two"]),  # a hook's deny reason, or allow
+    st.sampled_from(["hooks", "deny-all hook", "policies only"]),  # who decides
+    st.booleans(),  # a new turn first
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(_STEP, min_size=1, max_size=12))
+def test_cached_heads_never_leak_into_the_next_line(
+    tmp_path_factory: Any, steps: list[tuple[str, str, str | None, str, str, bool]]
+) -> None:
+    """Every line of one long-lived log (its cached heads in use) says what a fresh log
+    writing that decision alone says: no field of an earlier line's head survives into a
+    line it does not describe."""
+    tmp = tmp_path_factory.mktemp("heads")
+    rules = [pol.deny("list_dir", reason="listing is off"), pol.allow_all()]
+    runners = {
+        "hooks": _runner(DenyWhenAsked(), rules=rules),
+        "deny-all hook": _runner(DenyAll(), rules=rules),
+        "policies only": _runner(rules=rules),
+    }
+    cached = AuditLog(tmp / "cached.jsonl")
+    cached.open()
+    expected = []
+    for n, (trajectory, tool, server, reason, who, new_turn) in enumerate(steps):
+        if new_turn:
+            cached.begin_turn()
+        call = ToolCall(
+            name=tool,
+            server_name=server,
+            args={"deny": reason},
+            id=f"c{n}",
+            trajectory_id=trajectory,
+        )
+        request = HookCall("r", "pre_tool_call", call)
+        asyncio.run(cached.decide(request, runners[who], None, CONVERSATION))  # type: ignore[arg-type]
+        fresh = AuditLog(tmp / f"fresh{n}.jsonl")
+        fresh.open()
+        fresh._turn = cached._turn
+        asyncio.run(fresh.decide(request, runners[who], None, CONVERSATION))  # type: ignore[arg-type]
+        fresh.close()
+        expected.extend(_lines(fresh.path))
+    cached.close()
+    timing = ("time", "latency_us", "policy_us")
+    got = [{k: v for k, v in line.items() if k not in timing} for line in _lines(cached.path)]
+    assert got == [{k: v for k, v in line.items() if k not in timing} for line in expected]
 
 
 # -- the file ------------------------------------------------------------------------------
