@@ -11,7 +11,9 @@ before going on, as the harness does. Printed:
 
 * CPU-µs per tool call over the replayed turn (median of `--turns` turns), and our code
   on one PRE_TOOL callback (bench_e2e's in-process figure);
-* with `--instructions`, the same two as instructions counted by valgrind (callgrind):
+* the turn's end in the core (`response()`, pairing each tool step with its call) for
+  synthetic 50-, 500- and 2000-call turns, CPU-µs per call: flat when pairing is linear;
+* with `--instructions`, the first two as instructions counted by valgrind (callgrind):
   exact and repeatable on a busy machine, where seconds drift by a third from hour to
   hour. Each is the difference of two runs (1 and 1 + N turns), so start-up cancels.
 
@@ -158,6 +160,53 @@ def record(path: Path) -> None:
         run_json([*worker, "--record", str(path)], env)
 
 
+TURN_END_CALLS = (50, 500, 2000)
+
+
+def turn_end_us(calls: int, runs: int = 5) -> float:
+    """The core's turn end on a synthetic turn of `calls` distinct commands, each asked
+    at PRE_TOOL and then run as a step: `response()`, which pairs every tool step with the
+    call it ran (median of `runs`, CPU-µs per call)."""
+    from antigravity_sdk.harness.protocol import SessionCore
+
+    frames = []
+    for n in range(1, calls + 1):
+        command = f"echo {n}"
+        pre = {
+            "toolName": "run_command",
+            "argumentsJson": json.dumps({"CommandLine": command, "Cwd": "/ws"}),
+            "callId": f"call_{n}",
+            "trajectoryId": "T",
+        }
+        frames.append({"callHookRequest": {"preToolArgs": pre, "type": "LIFECYCLE_HOOK_PRE_TOOL"}})
+        step = {"commandLine": command, "workingDir": "/ws", "exitCode": 0}
+        frames.append(
+            {
+                "stepUpdate": {
+                    "trajectoryId": "T",
+                    "stepIndex": n,
+                    "state": "STATE_DONE",
+                    "source": "SOURCE_MODEL",
+                    "target": "TARGET_ENVIRONMENT",
+                    "runCommand": step,
+                }
+            }
+        )
+    samples = []
+    for _ in range(runs):
+        core = SessionCore()
+        core.receive({"initializeConversationResponse": {"cascadeId": "T"}})
+        core.user_input("go", streaming=False)
+        for frame in frames:
+            core.receive(frame)
+        began = time.thread_time_ns()
+        steps = core.response().steps
+        samples.append((time.thread_time_ns() - began) / calls / 1000)
+        paired = [s.tool_call.id for s in steps if s.tool_call]
+        assert paired == [f"call_{n}" for n in range(1, calls + 1)]
+    return statistics.median(samples)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=20)
@@ -196,6 +245,9 @@ def main() -> int:
         for (name, us), count in zip(rows, counted, strict=True):
             shown = f"{count / 1000:.0f}k" if count is not None else "-"
             print(f"{name:44} {us:10.1f} {shown:>14}")
+        print("\nturn end (the response built from the turn's steps), µs per tool call")
+        for n in TURN_END_CALLS:
+            print(f"  {n:5d}-call turn  {turn_end_us(n):8.1f}")
     return 0
 
 

@@ -556,6 +556,100 @@ def test_tool_calls_are_announced_from_pre_tool_and_steps_name_the_executed_call
     assert s.tool_call == pre.arg  # not "replace_file_content", and with every argument
 
 
+def test_identical_calls_each_stream_and_report_their_own_call() -> None:
+    """Three identical commands: each step's streamed result names the call it ran, and
+    the response names the same calls (it used to stream the first call three times)."""
+    c = core()
+    c.user_input("run")
+    streamed = []
+    for n in range(1, 4):
+        c.receive(pre_tool("run_command", {"CommandLine": "true"}, f"call_{n}"))
+        done = step(
+            n,
+            "STATE_DONE",
+            "SOURCE_MODEL",
+            "TARGET_ENVIRONMENT",
+            runCommand={"commandLine": "true", "exitCode": 0, "combinedOutput": ""},
+        )
+        (result,) = c.receive(done)
+        streamed.append(result.chunk.tool_call.id)
+    assert streamed == ["call_1", "call_2", "call_3"]
+    assert [s.tool_call.id for s in c.response().steps if s.tool_call] == streamed
+
+
+_PAIRING_CALL = st.tuples(
+    st.sampled_from(["run_command", "view_file"]),
+    st.sampled_from([MAIN, SUB, ""]),  # "": a call that names no trajectory
+    st.sampled_from(["/a", "/b"]),
+    st.booleans(),  # denied
+)
+_PAIRING_STEP = st.tuples(
+    st.sampled_from(["runCommand", "viewFile"]),
+    st.sampled_from([MAIN, SUB]),
+    st.sampled_from(["/a", "/b"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    calls=st.lists(_PAIRING_CALL, max_size=12),
+    steps=st.lists(_PAIRING_STEP, max_size=12),
+    streaming=st.booleans(),
+)
+def test_steps_pair_with_the_earliest_call_that_fits(
+    calls: list[tuple[str, str, str, bool]], steps: list[tuple[str, str, str]], streaming: bool
+) -> None:
+    """Against the definition, scanned in full: each tool step runs the earliest call not
+    yet paired, and not denied, with the same name, its trajectory (or none) and the
+    arguments it shows.
+    Steps pair as they finish when the turn streams, else in the response's order; the
+    streamed results and the response always name the same calls."""
+    key = {"run_command": "CommandLine", "view_file": "AbsolutePath"}
+    c = core()
+    c.user_input("go", streaming=streaming)
+    for n, (name, trajectory, value, denied) in enumerate(calls):
+        *_, asked = c.receive(
+            pre_tool(name, {key[name]: value}, f"call_{n}", trajectoryId=trajectory)
+        )
+        if denied:
+            c.note_denial(asked.arg, "no")
+    chunks: dict[tuple[str, int], str] = {}
+    for index, (action, trajectory, value) in enumerate(steps):
+        field = "commandLine" if action == "runCommand" else "filePath"
+        done = step(
+            index,
+            "STATE_DONE",
+            "SOURCE_MODEL",
+            "TARGET_ENVIRONMENT",
+            trajectoryId=trajectory,
+            **{action: {field: value}},
+        )
+        for effect in c.receive(done):
+            chunks[(trajectory, index)] = effect.chunk.tool_call.id
+
+    def earliest(order: list[int]) -> dict[int, str]:
+        paired = {n for n, call in enumerate(calls) if call[3]}  # denied: never run
+        found = {}
+        for index in order:
+            action, trajectory, value = steps[index]
+            name = "run_command" if action == "runCommand" else "view_file"
+            found[index] = ""  # described by the step itself: no call id
+            for n, (call_name, call_trajectory, call_value, _) in enumerate(calls):
+                fits = call_name == name and call_trajectory in ("", trajectory)
+                if n not in paired and fits and call_value == value:
+                    paired.add(n)
+                    found[index] = f"call_{n}"
+                    break
+        return found
+
+    response_order = sorted(range(len(steps)), key=lambda i: (steps[i][1] != MAIN, i))
+    expected = earliest(list(range(len(steps))) if streaming else response_order)
+    got = {(s.trajectory_id, s.step_index): s.tool_call.id for s in c.response().steps}
+    assert got == {(steps[i][1], i): expected[i] for i in range(len(steps))}
+    if streaming:
+        assert chunks == got
+
+
 def test_a_tool_step_without_its_pre_tool_describes_itself() -> None:
     c = core()
     c.user_input("run")

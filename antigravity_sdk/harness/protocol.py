@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
@@ -148,6 +149,7 @@ class _StepState:
     action_fields: dict[str, Any] = field(default_factory=dict)
     asked: bool = False
     reported: bool = False  # its tool_result chunk was streamed
+    call_index: int | None = None  # the turn's call it runs (`_TurnCalls.pair`), once paired
 
     def to_step(self, executed: ToolCall | None, denied: Denial | None = None) -> Step:
         """The public view; `executed` is the call a tool step runs (see `_executed_call`),
@@ -325,6 +327,76 @@ def _governed_args(name: str, server: str | None, args: dict[str, Any]) -> dict[
     return {canonical.get(key.casefold(), key): value for key, value in args.items()}
 
 
+class _TurnCalls:
+    """The calls PRE_TOOL asked about in one turn, and which tool step runs which.
+
+    A step says what it does, not which call it runs: it pairs with the earliest call not
+    yet paired that has its tool name, its trajectory (or none) and the arguments it
+    describes. Calls are kept per (name, trajectory), each list skipping its paired
+    prefix, so pairing a turn's steps costs about one look per step rather than a scan
+    of every call (which made a long turn's end quadratic).
+    """
+
+    __slots__ = ("_asked", "_by_key", "_paired", "_skip", "calls")
+
+    def __init__(self) -> None:
+        self.calls: list[ToolCall] = []  # as they run (a rewrite replaces the call)
+        self._asked: list[ToolCall] = []  # as PRE_TOOL asked, in the same order
+        self._by_key: dict[tuple[str, str], list[int]] = {}
+        self._skip: dict[tuple[str, str], int] = {}  # per list: its first unpaired position
+        self._paired: set[int] = set()  # paired with a step, or denied
+
+    def add(self, call: ToolCall) -> None:
+        self._by_key.setdefault((call.name, call.trajectory_id), []).append(len(self.calls))
+        self.calls.append(call)
+        self._asked.append(call)
+
+    def _index(self, call: ToolCall) -> int:
+        """Where `call` (as asked, or as rewritten) is; -1 if it is not a call of this turn.
+        From the end: it is almost always the latest."""
+        for n in range(len(self.calls) - 1, -1, -1):
+            if self.calls[n] is call or self._asked[n] is call:
+                return n
+        return -1
+
+    def replace(self, old: ToolCall, new: ToolCall) -> None:
+        """`new` (a rewrite: same name, same trajectory) takes `old`'s place."""
+        n = self._index(old)
+        if n >= 0:
+            self.calls[n] = new
+
+    def exclude(self, call: ToolCall) -> None:
+        """`call` was denied: it never runs, so no step pairs with it."""
+        n = self._index(call)
+        if n >= 0:
+            self._paired.add(n)
+
+    def pair(self, names: tuple[str, ...], trajectory: str, args: Mapping[str, Any]) -> int:
+        """The index of the call a step runs, now paired with it; -1 if no call fits."""
+        best = -1
+        paired = self._paired
+        for key in {(name, where) for name in names for where in (trajectory, "")}:
+            indices = self._by_key.get(key)
+            if not indices:
+                continue
+            start = self._skip.get(key, 0)
+            while start < len(indices) and indices[start] in paired:
+                start += 1
+            self._skip[key] = start
+            for position in range(start, len(indices)):
+                n = indices[position]
+                if best >= 0 and n > best:
+                    break  # a call this late cannot be the earliest
+                if n not in paired and all(
+                    _same_arg(self.calls[n].args.get(k), v) for k, v in args.items()
+                ):
+                    best = n
+                    break
+        if best >= 0:
+            paired.add(best)
+        return best
+
+
 # -- the core ---------------------------------------------------------------------------
 
 
@@ -352,7 +424,7 @@ class SessionCore:
         self.stop_reason: StopReason | None = None  # the harness's, for the current turn
         self._steps: dict[tuple[str, int], _StepState] = {}
         self._calls: dict[str, ToolCall] = {}  # pending: PRE_TOOL seen, no POST/ERROR yet
-        self._turn_calls: list[ToolCall] = []  # every call PRE_TOOL asked about this turn
+        self._turn_calls = _TurnCalls()  # every call PRE_TOOL asked about this turn
         self._denials: list[Denial] = []  # this turn's, in the order they were made
 
     @property
@@ -376,7 +448,7 @@ class SessionCore:
         With `streaming=False` no `Chunk` effects are built (nobody reads them).
         """
         self.streaming = streaming
-        self._turn_calls = []
+        self._turn_calls = _TurnCalls()
         self._denials = []
         self._steps = {}
         self._calls = {}
@@ -447,7 +519,7 @@ class SessionCore:
             for update in list_field(response, "history"):
                 if isinstance(update, dict):
                     step = self._merge_step(update)
-                    history.append(step.to_step(self._executed_call(step, set())))
+                    history.append(step.to_step(self._executed_call(step)))
             self._steps = {}
             if "cumulativeUsage" in response:
                 # A resumed conversation's usage updates count from its first turn: the
@@ -521,28 +593,26 @@ class SessionCore:
         rewritten = call.model_copy(update={"args": plain})
         if call.id and self._calls.get(call.id) is call:
             self._calls[call.id] = rewritten
-        for n in range(len(self._turn_calls) - 1, -1, -1):
-            if self._turn_calls[n] is call:
-                self._turn_calls[n] = rewritten
-                break
+        self._turn_calls.replace(call, rewritten)
         return rewritten
 
     def note_denial(self, call: ToolCall, reason: str) -> None:
         """A tool call the SDK denied (hooks, policies or a refusal): the step it ends is
-        reported as `denied`, with the call and the reason."""
+        reported as `denied`, with the call and the reason, and no tool step is taken for
+        it (the same call asked again and allowed is the one that runs)."""
         self._denials.append((call, reason))
+        self._turn_calls.exclude(call)
 
-    def _denial(self, step: _StepState, used: set[int]) -> Denial | None:
+    @staticmethod
+    def _denial(step: _StepState, denials: dict[tuple[str, str], deque[Denial]]) -> Denial | None:
         """The denial that ended `step`: the harness records a denied call as an error
         step of its own (not at the request's step index) whose error is the reason, so
-        the first unused denial of the same trajectory with that reason, in order."""
+        the first unused denial of the same trajectory with that reason, in order
+        (`denials`: the turn's, by trajectory and reason, each taken once)."""
         if step.state != "error" or step.action not in ("", "error"):
             return None
-        for n, (call, reason) in enumerate(self._denials):
-            if n not in used and reason == step.error and call.trajectory_id == step.trajectory_id:
-                used.add(n)
-                return call, reason
-        return None
+        waiting = denials.get((step.trajectory_id, step.error))
+        return waiting.popleft() if waiting else None
 
     def _hook_call(self, request: dict[str, Any]) -> effects.HookCall:
         request_id = str_field(request, "requestId")
@@ -550,7 +620,7 @@ class SessionCore:
         if event == "pre_tool_call":
             call, refusal = self._tool_call(obj_field(request, "preToolArgs"))
             if not refusal:
-                self._turn_calls.append(call)
+                self._turn_calls.add(call)
                 if call.id:
                     self._calls[call.id] = call
             return effects.HookCall(request_id, event, call, refusal)
@@ -677,7 +747,7 @@ class SessionCore:
             found.append(effects.Chunk(_chunk("thought", thought, step)))
         if not step.reported and step.state in _FINISHED and _is_tool_action(step.action):
             step.reported = True
-            public = step.to_step(self._executed_call(step, set()))
+            public = step.to_step(self._executed_call(step))
             result = StreamChunk(
                 type="tool_result",
                 text=(public.output or "")[:_RESULT_PREVIEW],
@@ -731,8 +801,9 @@ class SessionCore:
                 and step.text
             ):
                 text = step.text
-        used: set[int] = set()
-        denied: set[int] = set()
+        denials: dict[tuple[str, str], deque[Denial]] = {}
+        for denial in self._denials:
+            denials.setdefault((denial[0].trajectory_id, denial[1]), deque()).append(denial)
         start = self._turn_usage_by_trajectory
         by_trajectory = {
             trajectory: _usage_delta(usage, start.get(trajectory, _NO_USAGE))
@@ -742,32 +813,29 @@ class SessionCore:
         return ChatResponse(
             text=text,
             thinking="\n".join(thinking),
-            steps=[s.to_step(self._executed_call(s, used), self._denial(s, denied)) for s in steps],
+            steps=[s.to_step(self._executed_call(s), self._denial(s, denials)) for s in steps],
             usage=_usage_delta(self._usage, self._turn_usage_start),
             usage_by_trajectory=by_trajectory,
             stop_reason=self.stop_reason or StopReason.FINISHED,
         )
 
-    def _executed_call(self, step: _StepState, used: set[int]) -> ToolCall | None:
+    def _executed_call(self, step: _StepState) -> ToolCall | None:
         """The PRE_TOOL call this tool step runs: same tool, same target; else the call as
         the step describes it (None for a step that is not a tool call). Steps only say
         what they do (an `editFile` is write_to_file or replace_file_content); the call
-        has the model's name and full arguments."""
+        has the model's name and full arguments. Paired once (`_TurnCalls.pair`): the
+        step's streamed result and the turn's response name the same call."""
         if not _is_tool_action(step.action):
             return None
         described = _action_call(step.action, step.action_fields)
-        names = {described.name}
-        if step.action == "editFile":
-            names.add("write_to_file")
-        for n, call in enumerate(self._turn_calls):
-            if n in used or call.name not in names:
-                continue
-            if call.trajectory_id and call.trajectory_id != step.trajectory_id:
-                continue
-            if all(_same_arg(call.args.get(k), v) for k, v in described.args.items()):
-                used.add(n)
-                return call
-        return described
+        if step.call_index is None:
+            names: tuple[str, ...] = (described.name,)
+            if step.action == "editFile":
+                names = (described.name, "write_to_file")
+            step.call_index = self._turn_calls.pair(names, step.trajectory_id, described.args)
+        if step.call_index < 0:
+            return described
+        return self._turn_calls.calls[step.call_index]
 
 
 _FINISHED: Final = frozenset({"done", "error"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from antigravity_sdk import policy
+from antigravity_sdk import Hook, HookResult, ToolCall, policy
 from antigravity_sdk.testing import tool_call
 
 from .conftest import AgentFactory, Workspace
@@ -36,3 +36,37 @@ async def test_tool_results_are_streamed(make_agent: AgentFactory, env: Workspac
 
 async def test_stream_tool_results_example_runs() -> None:
     assert await load_example("stream_tool_results").main() == 0
+
+
+async def test_identical_calls_each_name_their_own_call(
+    make_agent: AgentFactory, env: Workspace
+) -> None:
+    """Three identical commands, the first denied by a hook: each streamed result and
+    each step of the response names the call that ran (not the first one asked), and the
+    denied step names the denied call."""
+    same = {"CommandLine": "echo same", "Cwd": str(env.ws), "WaitMsBeforeAsync": 5000}
+
+    class DenyFirst(Hook):
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+            self.asked.append(tool_call.id)
+            if len(self.asked) == 1:
+                return HookResult.denied("not the first time")
+            return HookResult.ALLOWED
+
+    hook = DenyFirst()
+    script = [tool_call("run_command", **same) for _ in range(3)] + ["done"]
+    agent, _ = make_agent(script, hooks=[hook], policies=[policy.allow_all()])
+    async with agent:
+        chunks = [chunk async for chunk in agent.stream("go")]
+        steps = list(agent.history)
+    first, *ran = hook.asked
+    assert len(set(hook.asked)) == 3  # three calls, three ids
+    streamed = [c.tool_call.id for c in chunks if c.type == "tool_result" and c.tool_call]
+    assert streamed == ran
+    tool_steps = [s for s in steps if s.kind == "tool_call"]
+    assert [s.tool_call.id for s in tool_steps if s.tool_call] == ran
+    (denied,) = [s for s in steps if s.kind == "denied"]
+    assert denied.tool_call is not None and denied.tool_call.id == first
