@@ -577,6 +577,35 @@ def test_identical_calls_each_stream_and_report_their_own_call() -> None:
     assert [s.tool_call.id for s in c.response().steps if s.tool_call] == streamed
 
 
+def test_a_rewritten_call_pairs_as_it_ran_and_a_denied_one_never() -> None:
+    """A call rewritten twice pairs with the step that ran the last rewrite; a rewritten
+    call then denied (the denial names the call as asked) pairs with nothing, so the same
+    call asked again is the one its step ran."""
+    c = core()
+    c.user_input("go", streaming=False)
+    (ran,) = c.receive(pre_tool("run_command", {"CommandLine": "rm -rf /"}, "call_1"))
+    first = c.check_rewrite(ran.arg, {"CommandLine": "echo one"})
+    c.check_rewrite(first, {"CommandLine": "echo safe"})
+    (denied,) = c.receive(pre_tool("run_command", {"CommandLine": "ls"}, "call_2"))
+    c.check_rewrite(denied.arg, {"CommandLine": "ls -l"})
+    c.note_denial(denied.arg, "no")
+    c.receive(pre_tool("run_command", {"CommandLine": "ls -l"}, "call_3"))
+    for index, command in ((1, "echo safe"), (2, "ls -l")):
+        c.receive(
+            step(
+                index,
+                "STATE_DONE",
+                "SOURCE_MODEL",
+                "TARGET_ENVIRONMENT",
+                runCommand={"commandLine": command, "exitCode": 0},
+            )
+        )
+    safe, listed = c.response().steps
+    assert safe.tool_call is not None and safe.tool_call.id == "call_1"
+    assert safe.tool_call.args == {"CommandLine": "echo safe"}
+    assert listed.tool_call is not None and listed.tool_call.id == "call_3"
+
+
 _PAIRING_CALL = st.tuples(
     st.sampled_from(["run_command", "view_file"]),
     st.sampled_from([MAIN, SUB, ""]),  # "": a call that names no trajectory

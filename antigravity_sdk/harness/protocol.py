@@ -337,38 +337,38 @@ class _TurnCalls:
     of every call (which made a long turn's end quadratic).
     """
 
-    __slots__ = ("_asked", "_by_key", "_paired", "_skip", "calls")
+    __slots__ = ("_by_key", "_index_of", "_known", "_paired", "_skip", "calls")
 
     def __init__(self) -> None:
         self.calls: list[ToolCall] = []  # as they run (a rewrite replaces the call)
-        self._asked: list[ToolCall] = []  # as PRE_TOOL asked, in the same order
         self._by_key: dict[tuple[str, str], list[int]] = {}
         self._skip: dict[tuple[str, str], int] = {}  # per list: its first unpaired position
         self._paired: set[int] = set()  # paired with a step, or denied
+        # Each call as asked and as rewritten, by identity: `_known` keeps them all alive,
+        # so no other object can come to have one of their `id()`s.
+        self._index_of: dict[int, int] = {}
+        self._known: list[ToolCall] = []
 
     def add(self, call: ToolCall) -> None:
-        self._by_key.setdefault((call.name, call.trajectory_id), []).append(len(self.calls))
+        n = len(self.calls)
+        self._by_key.setdefault((call.name, call.trajectory_id), []).append(n)
         self.calls.append(call)
-        self._asked.append(call)
-
-    def _index(self, call: ToolCall) -> int:
-        """Where `call` (as asked, or as rewritten) is; -1 if it is not a call of this turn.
-        From the end: it is almost always the latest."""
-        for n in range(len(self.calls) - 1, -1, -1):
-            if self.calls[n] is call or self._asked[n] is call:
-                return n
-        return -1
+        self._index_of[id(call)] = n
+        self._known.append(call)
 
     def replace(self, old: ToolCall, new: ToolCall) -> None:
         """`new` (a rewrite: same name, same trajectory) takes `old`'s place."""
-        n = self._index(old)
-        if n >= 0:
+        n = self._index_of.get(id(old))
+        if n is not None:
             self.calls[n] = new
+            self._index_of[id(new)] = n
+            self._known.append(new)
 
     def exclude(self, call: ToolCall) -> None:
-        """`call` was denied: it never runs, so no step pairs with it."""
-        n = self._index(call)
-        if n >= 0:
+        """`call` (as asked or as rewritten) was denied: it never runs, so no step pairs
+        with it. A call the SDK refused before asking the hooks is not one of the turn's."""
+        n = self._index_of.get(id(call))
+        if n is not None:
             self._paired.add(n)
 
     def pair(self, names: tuple[str, ...], trajectory: str, args: Mapping[str, Any]) -> int:
