@@ -337,39 +337,36 @@ class _TurnCalls:
     of every call (which made a long turn's end quadratic).
     """
 
-    __slots__ = ("_by_key", "_index_of", "_known", "_paired", "_skip", "calls")
+    __slots__ = ("_by_key", "_index_of", "_paired", "_skip", "calls")
 
     def __init__(self) -> None:
         self.calls: list[ToolCall] = []  # as they run (a rewrite replaces the call)
         self._by_key: dict[tuple[str, str], list[int]] = {}
         self._skip: dict[tuple[str, str], int] = {}  # per list: its first unpaired position
         self._paired: set[int] = set()  # paired with a step, or denied
-        # Each call as asked and as rewritten, by identity: `_known` keeps them all alive,
-        # so no other object can come to have one of their `id()`s.
-        self._index_of: dict[int, int] = {}
-        self._known: list[ToolCall] = []
+        # Each call as asked and as rewritten, by `id()`, with its index; holding the call
+        # keeps it alive, so no other object can come to have its id.
+        self._index_of: dict[int, tuple[ToolCall, int]] = {}
 
     def add(self, call: ToolCall) -> None:
         n = len(self.calls)
         self._by_key.setdefault((call.name, call.trajectory_id), []).append(n)
         self.calls.append(call)
-        self._index_of[id(call)] = n
-        self._known.append(call)
+        self._index_of[id(call)] = (call, n)
 
     def replace(self, old: ToolCall, new: ToolCall) -> None:
         """`new` (a rewrite: same name, same trajectory) takes `old`'s place."""
-        n = self._index_of.get(id(old))
-        if n is not None:
-            self.calls[n] = new
-            self._index_of[id(new)] = n
-            self._known.append(new)
+        known = self._index_of.get(id(old))
+        if known is not None:
+            self.calls[known[1]] = new
+            self._index_of[id(new)] = (new, known[1])
 
     def exclude(self, call: ToolCall) -> None:
         """`call` (as asked or as rewritten) was denied: it never runs, so no step pairs
         with it. A call the SDK refused before asking the hooks is not one of the turn's."""
-        n = self._index_of.get(id(call))
-        if n is not None:
-            self._paired.add(n)
+        known = self._index_of.get(id(call))
+        if known is not None:
+            self._paired.add(known[1])
 
     def pair(self, names: tuple[str, ...], trajectory: str, args: Mapping[str, Any]) -> int:
         """The index of the call a step runs, now paired with it; -1 if no call fits."""
