@@ -509,7 +509,9 @@ class SessionCore:
         if "initializeConversationResponse" in frame:
             response = obj_field(frame, "initializeConversationResponse")
             self.conversation_id = str_field(response, "cascadeId")
-            # A resumed conversation: what it has cost so far.
+            # A resumed conversation: what it has cost so far. Its usage updates count
+            # from there, so its first turn here does not report the earlier sessions'
+            # tokens as its own (a turn's usage is the difference from its start).
             self._usage = _usage(obj_field(response, "cumulativeUsage"))
             self._usage_by_trajectory = _trajectory_usage(list_field(response, "trajectoryUsage"))
             history = []
@@ -518,10 +520,6 @@ class SessionCore:
                     step = self._merge_step(update)
                     history.append(step.to_step(self._executed_call(step)))
             self._steps = {}
-            if "cumulativeUsage" in response:
-                # A resumed conversation's usage updates count from its first turn: the
-                # first turn here must not report the earlier sessions' tokens as its own.
-                self._usage = _usage(obj_field(response, "cumulativeUsage"))
             return [effects.Initialized(self.conversation_id, tuple(history), _sandbox(response))]
         if "sessionEndResponse" in frame:
             return [effects.SessionEnded()]
