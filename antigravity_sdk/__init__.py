@@ -15,12 +15,14 @@ from . import errors as _errors
 if TYPE_CHECKING:
     from . import policy
     from .agent import Agent, AgentBuilder
+    from .containment import Containment
     from .context import HookContext, ToolContext, current_context
     from .conversations import ConversationInfo, list_conversations
     from .errors import (
         AgentStateError,
         AntigravityError,
         ConfigurationError,
+        ContainmentError,
         ConversationNotFoundError,
         HarnessConnectionError,
         HarnessError,
@@ -83,6 +85,8 @@ __all__ = [
     "CapabilitiesConfig",
     "ChatResponse",
     "ConfigurationError",
+    "Containment",
+    "ContainmentError",
     "ConversationInfo",
     "ConversationNotFoundError",
     "Decision",
@@ -139,6 +143,7 @@ __all__ = [
 _EXPORTS = {
     "Agent": "agent",
     "AgentBuilder": "agent",
+    "Containment": "containment",
     "HookContext": "context",
     "ToolContext": "context",
     "current_context": "context",

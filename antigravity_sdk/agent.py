@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from . import instructions, policy
 from ._eager import start_now
+from .containment import Containment
 from .context import ToolContext
 from .conversations import check_conversation_id, conversation_file, default_save_dir
 from .errors import (
     AgentStateError,
     AntigravityError,
     ConfigurationError,
+    ContainmentError,
     ConversationNotFoundError,
     HarnessConnectionError,
     PromptError,
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from .audit import AuditLog, Redactor
+    from .containment import ContainmentInForce
     from .harness.connection import Connection
     from .policy import PolicyEnforcer
     from .policy._engine import PolicyLike
@@ -178,6 +181,8 @@ class _Settings:
     output_schema: str = ""
     tracing: Tracing | None = None
     audit: AuditLog | None = None  # a template: each agent opens a log of its own
+    containment: Containment | None = field(default_factory=Containment)  # None: off
+    landlock_abi: int = 0  # the kernel's, probed by build() when containment applies
 
 
 class AgentBuilder:
@@ -470,6 +475,20 @@ class AgentBuilder:
         self._settings.audit = None if path is None else AuditLog(path, redact=redact, fsync=fsync)
         return self
 
+    def containment(self, containment: Containment | None) -> AgentBuilder:
+        """Bound the harness and everything it starts with the kernel (Linux Landlock),
+        on by default: writes only in the workspaces, the harness's state and a private
+        temp dir; no reading the user's credentials; TCP only to the model's and listed
+        ports; no signals outside the agent. `Containment(...)` extends the defaults;
+        `Containment(required=True)` refuses to build where it cannot apply; None
+        switches it off (with a warning). See `antigravity_sdk.containment`."""
+        if containment is not None and not isinstance(containment, Containment):
+            raise ConfigurationError(
+                f"containment() takes a Containment or None, got {type(containment).__name__}"
+            )
+        self._settings.containment = containment
+        return self
+
     def build(self) -> Agent:
         """Validate everything that can be checked without the harness: the capabilities
         (no ungoverned tool without the opt-in), the host-side tools' names and
@@ -481,6 +500,7 @@ class AgentBuilder:
         _check_capabilities(settings)
         _check_exclusive(settings)
         _check_model(settings)
+        _check_containment(settings)
         merged_budget(settings.capabilities, settings.budget)  # limits set twice must agree
         tools = ToolRunner(settings.tools, context=ToolContext())
         clashes = sorted(set(tools.tools) & RESERVED_TOOL_NAMES)
@@ -572,6 +592,29 @@ def _check_model(settings: _Settings) -> None:
         )
 
 
+def _check_containment(settings: _Settings) -> None:
+    """Probe the kernel once per build: keep containment where it applies, refuse where
+    it is required and cannot, otherwise warn once and run uncontained."""
+    from .containment import landlock_abi, unavailable_reason
+
+    spec = settings.containment
+    if spec is None:
+        logger.warning(
+            "containment is off (AgentBuilder.containment(None)): the harness and every "
+            "command it runs can do whatever this user can"
+        )
+        return
+    abi = landlock_abi()
+    reason = unavailable_reason(abi, local=settings.connection is None)
+    if reason and spec.required:
+        raise ContainmentError(f"Containment(required=True) cannot be met: {reason}")
+    if reason:
+        logger.warning("the harness will run uncontained: %s", reason)
+        settings.containment = None
+        return
+    settings.landlock_abi = abi
+
+
 def _check_capabilities(settings: _Settings) -> None:
     """Refuse tools the harness never asks about unless opted into; warn on opt-ins."""
     enabled = settings.capabilities.enabled_tools
@@ -647,6 +690,7 @@ class Agent:
         self.last_stop_reason: StopReason | None = None
         """Why the last turn ended (also for `stream()` and a turn that raised)."""
         self._audit = settings.audit.copy() if settings.audit is not None else None
+        self._containment: ContainmentInForce | None = None
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -673,6 +717,13 @@ class Agent:
         None for a remote harness (`RemoteConnection`) or an agent that is not started."""
         pid = getattr(self._conn, "pid", None)
         return pid if isinstance(pid, int) else None
+
+    @property
+    def containment(self) -> ContainmentInForce | None:
+        """The containment the harness runs in, from `start()` on (it stays readable
+        after `stop()`); None before the first start and when the agent is uncontained
+        (switched off, or unavailable here: `build()` warned)."""
+        return self._containment
 
     def register_hook(self, hook: Hook) -> None:
         """Add a hook (before the PolicyEnforcer); only before `start()`."""
@@ -730,8 +781,23 @@ class Agent:
                     timeout=settings.hook_timeout,
                     check_rewrite=self._core.check_rewrite,
                 )
+            from .containment import for_agent, trace_attributes
+
+            if settings.containment is not None:
+                self._containment = for_agent(
+                    settings.containment,
+                    abi=settings.landlock_abi,
+                    workspaces=settings.workspaces or [Path.cwd()],
+                    state=(save_dir, app_data),
+                    model=model,
+                    mcp_servers=settings.mcp_servers,
+                )
+            if self._traced is not None:
+                self._traced.turn_attributes.update(trace_attributes(self._containment))
             self._conn = settings.connection or LocalConnection(
-                settings.harness_path, startup_timeout=settings.startup_timeout
+                settings.harness_path,
+                startup_timeout=settings.startup_timeout,
+                containment=self._containment,
             )
             await self._conn.open(storage_dir=save_dir, home=app_data / "home")
             # The connection holds the agent only weakly, so an agent dropped without
@@ -765,6 +831,8 @@ class Agent:
             )
             _build_turn_models()  # while the harness initializes the conversation
             await self._wait_initialized(save_dir)
+            if self._audit is not None:
+                self._audit.session(self.conversation_id, self._containment)
             self._idle.set()
             await self._session_hooks(self.hook_runner.dispatch_session_start, "on_session_start")
             if settings.triggers:
@@ -850,6 +918,8 @@ class Agent:
                 await model.stop()
             if self._audit is not None:
                 self._audit.close()
+            if self._containment is not None:
+                self._containment.remove_tmp_dir()
             self._started = False
 
     @staticmethod

@@ -43,6 +43,7 @@ from .policy import BUCKETS, Decision
 from .types import HookResult, ToolCall, UsageMetadata
 
 if TYPE_CHECKING:
+    from .containment import ContainmentInForce
     from .harness.effects import HookDispatch, Request, ToolRun, TurnEnded
 
 __all__ = [
@@ -359,7 +360,19 @@ class AuditLog:
             logger.error("audit log: arguments left out (%s)", type(exc).__name__)
             return _str(REDACTION_FAILED)
 
-    # -- turns -------------------------------------------------------------------------
+    # -- sessions and turns ------------------------------------------------------------
+
+    def session(self, conversation: str, containment: ContainmentInForce | None) -> None:
+        """The session's line, at start: what the harness runs in (None: uncontained)."""
+        self.write(
+            {
+                "v": VERSION,
+                "kind": "session",
+                "time": _iso(time.time_ns()),
+                "conversation": conversation,
+                "containment": containment.as_dict() if containment is not None else None,
+            }
+        )
 
     def begin_turn(self) -> None:
         self._turn += 1

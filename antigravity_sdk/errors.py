@@ -5,7 +5,8 @@
     │   ├── PolicyError (also ValueError)      an invalid policy set or policy file
     │   ├── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
     │   ├── ConversationNotFoundError          resume(): no such conversation is saved
-    │   └── PromptError                        a prompt refused before anything was sent
+    │   ├── PromptError                        a prompt refused before anything was sent
+    │   └── ContainmentError                   containment asked for cannot be enforced here
     ├── AgentStateError (also RuntimeError)    not started, already started, ...
     ├── HarnessError                           the harness binary or process
     │   ├── HarnessNotFoundError               no usable binary; says how to install one
@@ -40,6 +41,7 @@ __all__ = [
     "AgentStateError",
     "AntigravityError",
     "ConfigurationError",
+    "ContainmentError",
     "ConversationNotFoundError",
     "HarnessConnectionError",
     "HarnessError",
@@ -184,6 +186,12 @@ class PromptError(ConfigurationError):
     """A prompt refused before anything was sent (an unreadable file, an unsupported MIME
     type, too large for the harness, an empty sequence, a failed download); the session
     stays usable."""
+
+
+class ContainmentError(ConfigurationError):
+    """The harness cannot be contained as asked: `Containment(required=True)` where the
+    kernel offers no Landlock or the harness is not spawned here, or the kernel refused
+    the rules at start (the message says which)."""
 
 
 class ProtocolError(AntigravityError):

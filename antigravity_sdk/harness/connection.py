@@ -31,7 +31,7 @@ import sys
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidHandshake, InvalidState
@@ -40,16 +40,22 @@ from websockets.http11 import USER_AGENT
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
-from ..errors import ConfigurationError, HarnessConnectionError, ProtocolError
+from ..errors import ConfigurationError, ContainmentError, HarnessConnectionError, ProtocolError
 from . import wire
 from .install import find_harness
+from .supervisor import CONTAINMENT_FAILED
 from .wire import decode_frame
+
+if TYPE_CHECKING:
+    from ..containment import ContainmentInForce
 
 __all__ = ["Connection", "LocalConnection", "RemoteConnection"]
 
 _STDERR_LINES = 100
 _SUPERVISOR = Path(__file__).with_name("supervisor.py")
 _SUPERVISED = sys.platform == "linux"
+SUPERVISED: bool = _SUPERVISED
+"""Whether a local harness runs under the supervisor (and so can be contained)."""
 
 
 class Connection(Protocol):
@@ -398,11 +404,13 @@ class LocalConnection(_WebSocketLink):
         *,
         startup_timeout: float = 30.0,
         env: dict[str, str] | None = None,
+        containment: ContainmentInForce | None = None,
     ) -> None:
         super().__init__()
         self._explicit_path = harness_path
         self._startup_timeout = startup_timeout
         self._extra_env = dict(env or {})
+        self._containment = containment
         self._proc: asyncio.subprocess.Process | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         self._stderr_task: asyncio.Task[None] | None = None
@@ -423,6 +431,12 @@ class LocalConnection(_WebSocketLink):
             os.makedirs(directory, exist_ok=True)
         env = {**os.environ, "HOME": str(home), **self._extra_env}
         argv = [str(path)]
+        contained = self._containment
+        if contained is not None:
+            if not _SUPERVISED:
+                raise ContainmentError(f"containment needs Landlock (Linux), not {sys.platform}")
+            env = contained.environment(env)
+            argv += contained.supervisor_rules()
         if _SUPERVISED:
             argv = [sys.executable, "-I", "-S", str(_SUPERVISOR), str(os.getpid()), *argv]
         try:
@@ -490,6 +504,14 @@ class LocalConnection(_WebSocketLink):
             body = await proc.stdout.readexactly(size)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             await self._wait_stderr()
+            failed = [line for line in self._stderr if line.startswith(CONTAINMENT_FAILED)]
+            if failed:
+                raise ContainmentError(
+                    "the harness could not be contained: "
+                    + failed[-1].removeprefix(CONTAINMENT_FAILED).strip()
+                    + " (Containment(required=False) runs it uncontained with a warning "
+                    "where the kernel offers none; AgentBuilder.containment(None) turns it off)"
+                ) from None
             who = "harness" if self._harness_pid is not None else "harness's supervisor"
             raise HarnessConnectionError(
                 f"the {who} exited during the handshake ({exc})",
