@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CREDENTIAL_PATHS",
+    "DEFAULT_CONTAINMENT",
     "Containment",
     "ContainmentInForce",
     "landlock_abi",
@@ -174,6 +175,10 @@ class Containment:
         object.__setattr__(self, "env", tuple(self.env))
         if not isinstance(self.required, bool):
             raise ContainmentError("Containment: required must be a bool")
+
+
+DEFAULT_CONTAINMENT: Final = Containment()
+"""The defaults, nothing added: what an agent gets unless told otherwise."""
 
 
 def endpoint_ports(*urls: str | None) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..errors import PolicyError
+from .containment import add_containment_options, containment_from
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -209,51 +210,91 @@ def add_harness(subparsers: Subparsers) -> None:
 # -- antigravity doctor ----------------------------------------------------------------------
 
 
-async def _initialize(harness: Path) -> SandboxStatus | None:
-    """Start the harness, initialize a conversation (no model is called), and return what
-    the harness says about its command sandbox."""
-    import tempfile
-    from pathlib import Path
-
+async def _initialize(harness: Path, root: Path, contained: bool) -> SandboxStatus | None:
+    """Start the harness in `root` (contained as an agent's would be, when `contained`),
+    initialize a conversation (no model is called), and return what the harness says
+    about its command sandbox."""
+    from ..containment import DEFAULT_CONTAINMENT, landlock_abi, plan
     from ..harness.config import ModelSettings, harness_config
     from ..harness.connection import LocalConnection
     from ..harness.effects import Initialized
     from ..harness.protocol import SessionCore
     from ..types import CapabilitiesConfig
 
-    conn = LocalConnection(harness, startup_timeout=30.0)
-    with tempfile.TemporaryDirectory(prefix="antigravity-doctor-") as tmp:
-        root = Path(tmp)
-        try:
-            async with asyncio.timeout(30.0):
-                await conn.open(storage_dir=root / "save", home=root / "home")
-                model = ModelSettings(name="doctor", base_url="http://127.0.0.1:9/v1")
-                await conn.send(
-                    harness_config(
-                        model=model,
-                        workspaces=[root],
-                        app_data_dir=root / "app",
-                        capabilities=CapabilitiesConfig(),
-                        hook_events=(),
-                    )
+    containment = None
+    if contained:
+        containment = plan(
+            DEFAULT_CONTAINMENT,
+            workspaces=[root],
+            state=[root / "save", root / "home"],
+            tmp_dir=root,
+            ports=(9,),
+            abi=landlock_abi(),
+        )
+    conn = LocalConnection(harness, startup_timeout=30.0, containment=containment)
+    try:
+        async with asyncio.timeout(30.0):
+            await conn.open(storage_dir=root / "save", home=root / "home")
+            model = ModelSettings(name="doctor", base_url="http://127.0.0.1:9/v1")
+            await conn.send(
+                harness_config(
+                    model=model,
+                    workspaces=[root],
+                    app_data_dir=root / "app",
+                    capabilities=CapabilitiesConfig(),
+                    hook_events=(),
                 )
-                frames: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
-                conn.listen(frames.put_nowait, frames.put_nowait)
-                core = SessionCore(frozenset())
-                while True:
-                    frame = await frames.get()
-                    if isinstance(frame, BaseException):
-                        raise frame
-                    for effect in core.receive(frame):
-                        if isinstance(effect, Initialized):
-                            return effect.sandbox
-        finally:
-            await conn.close()
+            )
+            frames: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
+            conn.listen(frames.put_nowait, frames.put_nowait)
+            core = SessionCore(frozenset())
+            while True:
+                frame = await frames.get()
+                if isinstance(frame, BaseException):
+                    raise frame
+                for effect in core.receive(frame):
+                    if isinstance(effect, Initialized):
+                        return effect.sandbox
+    finally:
+        await conn.close()
+
+
+def _containment_report() -> bool:
+    """Print the containment a default agent gets here; True where it can apply."""
+    from pathlib import Path
+
+    from ..containment import DEFAULT_CONTAINMENT, landlock_abi, plan, unavailable_reason
+    from ..conversations import default_save_dir
+    from ..harness.install import default_cache_dir
+
+    abi = landlock_abi()
+    reason = unavailable_reason(abi, local=True)
+    if reason:
+        print(
+            f"[WARN] containment: unavailable ({reason}); agents run uncontained with a "
+            "warning, and Containment(required=True) refuses to start"
+        )
+        return False
+    contained = plan(
+        DEFAULT_CONTAINMENT,
+        workspaces=[Path.cwd().resolve()],
+        state=[default_save_dir().resolve(), (default_cache_dir() / "app-data").resolve()],
+        tmp_dir=Path("<a private temp dir per agent>"),
+        ports=(443,),
+        abi=abi,
+    )
+    head, *rest = contained.describe()
+    print(f"[ OK ] containment: {head} (for an agent in this directory on the Gemini API)")
+    for line in rest:
+        print(f"       {line}")
+    return True
 
 
 def _doctor(args: argparse.Namespace) -> int:
     del args
     import platform
+    import tempfile
+    from pathlib import Path
 
     from .. import __version__
     from ..errors import AntigravityError
@@ -271,9 +312,13 @@ def _doctor(args: argparse.Namespace) -> int:
     if found.version not in (None, HARNESS_VERSION):
         print(f"[WARN] the SDK is tested with harness {HARNESS_VERSION}")
 
+    contained = _containment_report()
     try:
-        sandbox = run_loop(_initialize(found.path))
-        print("[ OK ] harness starts, completes its handshake and initializes a conversation")
+        with tempfile.TemporaryDirectory(prefix="antigravity-doctor-") as tmp:
+            root = Path(os.path.realpath(tmp))  # the kernel compares resolved paths
+            sandbox = run_loop(_initialize(found.path, root, contained))
+        started = "starts" + (" contained" if contained else "")
+        print(f"[ OK ] harness {started}, completes its handshake and initializes a conversation")
         # Informational: the SDK leaves the harness's sandbox off (see docs/decisions.md).
         if sandbox is None:
             print("[INFO] harness command sandbox: not reported by this harness")
@@ -356,7 +401,14 @@ def _audit_option(parser: argparse.ArgumentParser) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_loop(run_demo(base_url=args.base_url, model=args.model, audit_log=args.audit_log))
+    return run_loop(
+        run_demo(
+            base_url=args.base_url,
+            model=args.model,
+            audit_log=args.audit_log,
+            containment=containment_from(args),
+        )
+    )
 
 
 def _chat(args: argparse.Namespace) -> int:
@@ -367,7 +419,12 @@ def _chat(args: argparse.Namespace) -> int:
 
         try:
             return run_loop(
-                run_repl(policies_file=args.policies, base_url=args.base_url, model=args.model)
+                run_repl(
+                    policies_file=args.policies,
+                    base_url=args.base_url,
+                    model=args.model,
+                    containment=containment_from(args),
+                )
             )
         except KeyboardInterrupt:  # Ctrl-C outside a turn and the prompt (starting, say)
             return 130
@@ -380,6 +437,7 @@ def _chat(args: argparse.Namespace) -> int:
             base_url=args.base_url,
             model=args.model,
             audit_log=args.audit_log,
+            containment=containment_from(args),
         )
     )
 
@@ -391,6 +449,7 @@ def add_demo(subparsers: Subparsers) -> None:
     )
     _model_options(parser)
     _audit_option(parser)
+    add_containment_options(parser)
     parser.set_defaults(run=_demo)
 
 
@@ -406,6 +465,7 @@ def add_chat(subparsers: Subparsers) -> None:
     parser.add_argument("--policies", metavar="FILE", help="a TOML policy file")
     _model_options(parser)
     _audit_option(parser)
+    add_containment_options(parser)
     parser.set_defaults(run=_chat)
 
 

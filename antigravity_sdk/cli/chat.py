@@ -10,8 +10,10 @@ from typing import Any, TextIO
 from rich.text import Text
 
 from .. import policy
+from ..containment import DEFAULT_CONTAINMENT, Containment
 from ..errors import AntigravityError
 from ._output import warnings_to
+from .containment import containment_lines
 from .report import DecisionReporter, model_label, print_error, printable
 from .shell import no_destructive_shell
 
@@ -39,6 +41,7 @@ async def run_chat(
     out: TextIO = sys.stdout,
     err: TextIO | None = None,
     audit_log: str | None = None,
+    containment: Containment | None = DEFAULT_CONTAINMENT,
 ) -> int:
     """`antigravity chat PROMPT`: one turn on a real model in the current directory.
 
@@ -49,7 +52,8 @@ async def run_chat(
     happen (a model call it retries), to `err` (default stderr). The policy file is
     read before the model is resolved, so a bad file is reported first. Exit codes:
     0 answered, 1 the turn failed or was denied, 2 not runnable (no model configured,
-    bad policy file, no harness). `audit_log`: a path for `AgentBuilder.audit_log`.
+    bad policy file, no harness). `audit_log`: a path for `AgentBuilder.audit_log`;
+    `containment`: for `AgentBuilder.containment` (what is in force is printed at start).
     """
     from ..agent import Agent
     from ..harness.config import resolve_model
@@ -72,12 +76,14 @@ async def run_chat(
                 .save_dir(root / "conversations")
                 .app_data_dir(root / "app-data")
                 .audit_log(audit_log)
+                .containment(containment)
                 .build()
             )
             reporter.enforcer = agent.policy_enforcer
             out.write(f"model: {model_label(settings)}; workspace: {workspace}\n")
             with warnings_to(err):
                 async with agent:
+                    out.write("".join(f"{line}\n" for line in containment_lines(agent.containment)))
                     response = await agent.chat(prompt)
             reporter.finish()
     except AntigravityError as exc:

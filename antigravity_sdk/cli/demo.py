@@ -25,10 +25,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from rich.text import Text
+
 from .. import policy
+from ..containment import DEFAULT_CONTAINMENT, Containment
 from ..errors import AntigravityError, ModelNotConfiguredError
 from ..hooks import Hook
 from ..types import ChatResponse, HookResult, ToolCall, ToolResult
+from .containment import containment_lines
 from .report import (
     DecisionReporter,
     DemoReport,
@@ -330,13 +334,14 @@ async def demo_session(
     scripted: bool | None = None,
     turn_timeout: float = 300.0,
     audit_log: str | None = None,
+    containment: Containment | None = DEFAULT_CONTAINMENT,
 ) -> DemoReport:
     """Run the demo session and return its structured report (printing to `out` if given).
 
     `scripted=True` forces the offline ScriptedModel; `None` picks a real model when one
     is configured (`base_url`/`model`, or `GEMINI_API_KEY`). `audit_log`: a path for
-    `AgentBuilder.audit_log`. Raises `AntigravityError`
-    (e.g. `HarnessNotFoundError`) when the session cannot start.
+    `AgentBuilder.audit_log`; `containment` for `AgentBuilder.containment`. Raises
+    `AntigravityError` (e.g. `HarnessNotFoundError`) when the session cannot start.
     """
     from ..agent import Agent
 
@@ -362,6 +367,7 @@ async def demo_session(
                 .app_data_dir(root / "app-data")
                 .turn_timeout(turn_timeout)
                 .audit_log(audit_log)
+                .containment(containment)
             )
             if settings is None:
                 builder.model(_scripted_model(str(ws)))
@@ -372,10 +378,13 @@ async def demo_session(
             agent = builder.build()
             reporter.enforcer = agent.policy_enforcer
             print_header(reporter.console, report, hooks, agent.policy_enforcer)
-            reporter.print_table_head()
             began = time.perf_counter()
             async with agent:
                 report.start_seconds = time.perf_counter() - began
+                report.containment = containment_lines(agent.containment)
+                for line in report.containment:
+                    reporter.console.print(Text(line), style="dim")
+                reporter.print_table_head()
                 began = time.perf_counter()
                 try:
                     response = await agent.chat(demo_prompt(str(ws)))
@@ -417,6 +426,7 @@ async def run_demo(
     out: TextIO = sys.stdout,
     harness_path: str | None = None,
     audit_log: str | None = None,
+    containment: Containment | None = DEFAULT_CONTAINMENT,
 ) -> int:
     """`antigravity demo`: 0 when the session went as designed, 1 if not, 2 when it
     could not run (no harness, an unusable model configuration)."""
@@ -427,6 +437,7 @@ async def run_demo(
             out=out,
             harness_path=harness_path,
             audit_log=audit_log,
+            containment=containment,
         )
     except AntigravityError as exc:
         return print_error(out, exc)

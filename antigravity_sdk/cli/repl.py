@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..containment import DEFAULT_CONTAINMENT, Containment
 from ..errors import (
     AntigravityError,
     HarnessConnectionError,
@@ -34,6 +35,7 @@ from ..errors import (
 )
 from ..interactive import _describe
 from .chat import chat_policies
+from .containment import containment_lines
 from .report import (
     DecisionReporter,
     make_console,
@@ -90,8 +92,10 @@ class Repl:
         workspace: Path,
         save_dir: Path,
         console: Console,
+        containment: Containment | None = DEFAULT_CONTAINMENT,
     ) -> None:
         self.settings = settings
+        self.containment = containment
         self.workspace = workspace
         self.save_dir = save_dir
         self.console = console
@@ -117,6 +121,7 @@ class Repl:
             )
             .save_dir(self.save_dir / "conversations")
             .app_data_dir(self.save_dir / "app-data")
+            .containment(self.containment)
         )
         if resume:
             builder.resume(resume)
@@ -289,6 +294,7 @@ async def run_repl(
     base_url: str | None = None,
     model: str | None = None,
     out: TextIO = sys.stdout,
+    containment: Containment | None = DEFAULT_CONTAINMENT,
 ) -> int:
     """`antigravity chat` with no prompt. Policies as for one turn (`run_chat`). Exit
     codes: 0 ended by the user, 1 the session failed and could not be resumed, 2 not
@@ -308,6 +314,7 @@ async def run_repl(
                 workspace=workspace,
                 save_dir=Path(tmp),
                 console=console,
+                containment=containment,
             )
             handler = _ConsoleLog(repl.reporter)
             log.addHandler(handler)
@@ -315,6 +322,8 @@ async def run_repl(
             console.print(Text(HELP, style="dim"))
             repl.agent = repl.build()
             await repl.agent.start()
+            for line in containment_lines(repl.agent.containment):
+                console.print(Text(line, style="dim"))
             try:
                 await repl.loop()
             finally:

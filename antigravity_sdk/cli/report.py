@@ -104,6 +104,8 @@ class DemoReport:
     turn_seconds: float = 0.0
     error: str = ""
     checks: list[tuple[str, bool]] = field(default_factory=list)
+    containment: list[str] = field(default_factory=list)
+    """What the harness ran in, as printed at start."""
 
     @property
     def allowed(self) -> list[DecisionRecord]:

@@ -399,7 +399,7 @@ async def test_an_mcp_tool_runs_with_the_rewritten_arguments_on_the_same_server(
 ) -> None:
     server = env.root / "mcp_record.py"
     server.write_text(_MCP_SERVER)
-    log = env.root / "calls.jsonl"
+    log = env.ws / "calls.jsonl"  # the server runs contained: it writes in the workspace
     record = Record()
     # The rewrite names a server and tool of its own: they stay arguments, not a target.
     rewritten = {"text": "bob", "ServerName": "elsewhere", "ToolName": "other"}
@@ -450,8 +450,13 @@ async def test_a_subagents_call_runs_rewritten(make_agent: AgentFactory, env: Wo
         return call.args  # the invocation itself, unchanged
 
     record = Record()
+    # Uncontained: the research subagent runs its commands in the harness's own read-only
+    # sandbox (a user and mount namespace), which cannot start inside Landlock.
     agent, model = make_agent(
-        script, hooks=[Rewrite(rewrite), record], policies=[policy.allow_all()]
+        script,
+        hooks=[Rewrite(rewrite), record],
+        policies=[policy.allow_all()],
+        configure=lambda b: b.containment(None),
     )
     async with agent:
         await agent.chat("research")

@@ -6,6 +6,10 @@ follows symlinks first), and reads relative paths and `/proc/self` in its own pr
 Each test first runs the call without the policy and checks that the harness really acts
 outside the workspace (so the test cannot pass on a harness that no longer does), then
 with `workspace_only([ws])` and checks that it never acts.
+
+Containment is off here: these tests pin the policy layer alone, and the kernel would
+refuse the same writes and reads outside the workspace anyway (see test_containment.py),
+which would hide a policy that let them through.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from antigravity_sdk.testing import tool_call
 from antigravity_sdk.types import BuiltinTool, CapabilitiesConfig
 
 from .conftest import AgentFactory, Workspace, tool_messages
+
+UNCONTAINED = {"configure": lambda builder: builder.containment(None)}
 
 # Every tool the harness asks about (the never-asked ones need an opt-in, and take no path).
 ALL_TOOLS = CapabilitiesConfig(
@@ -61,7 +67,9 @@ def tree(env: Workspace) -> Tree:
 
 async def run_call(make_agent: AgentFactory, call: Any, policies: list[Any]) -> str:
     """Run one scripted tool call; the tool result the model gets back."""
-    agent, model = make_agent([call, "done"], policies=policies, capabilities=ALL_TOOLS)
+    agent, model = make_agent(
+        [call, "done"], policies=policies, capabilities=ALL_TOOLS, **UNCONTAINED
+    )
     async with agent:
         await agent.chat("go")
     (result,) = tool_messages(model, 1)
@@ -163,7 +171,7 @@ async def test_a_relative_cwd_is_the_harness_s_own_not_the_sdk_s(
     call = tool_call("run_command", CommandLine="touch made-here", Cwd=".", WaitMsBeforeAsync=5000)
     for policies, expect_made in (([policy.allow_all()], True), (guarded(tree.ws), False)):
         monkeypatch.chdir(tree.outside)
-        agent, model = make_agent([call, "done"], policies=policies)
+        agent, model = make_agent([call, "done"], policies=policies, **UNCONTAINED)
         async with agent:
             monkeypatch.chdir(tree.ws)
             await agent.chat("go")
@@ -183,7 +191,7 @@ async def test_proc_self_is_the_harness_s_own_process(
     call = tool_call("view_file", AbsolutePath=f"{tree.ws}/cwd/{tree.leak}")
     for policies, expect_read in (([policy.allow_all()], True), (guarded(tree.ws), False)):
         monkeypatch.chdir(tree.outside)
-        agent, model = make_agent([call, "done"], policies=policies)
+        agent, model = make_agent([call, "done"], policies=policies, **UNCONTAINED)
         async with agent:
             monkeypatch.chdir(tree.ws)
             await agent.chat("go")
