@@ -300,39 +300,61 @@ def _is_secret(name: str) -> bool:
     return _SECRET_NAME.search(name) is not None
 
 
-def _hidden_set(hidden: Iterable[Path]) -> frozenset[Path]:
+def _hidden_set(hidden: Iterable[Path]) -> frozenset[str]:
     """Each credential path as given and as the kernel resolves it (a symlinked `~/.aws`
     hides its target too)."""
-    return frozenset(p for h in hidden for p in (h, Path(os.path.realpath(h))))
+    return frozenset(p for h in hidden for p in (str(h), os.path.realpath(h)))
 
 
-def _split(grants: list[tuple[Path, int]], hidden: frozenset[Path]) -> list[tuple[Path, int]]:
+def _ancestors(paths: Iterable[str]) -> frozenset[str]:
+    """Every strict ancestor directory of `paths`."""
+    found = set()
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent not in found and parent != path:
+            found.add(parent)
+            path, parent = parent, os.path.dirname(parent)
+    return frozenset(found)
+
+
+def _within(path: str, hidden: frozenset[str]) -> bool:
+    """Whether `path` is a hidden path or below one."""
+    while True:
+        if path in hidden:
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+
+
+def _split(grants: list[tuple[Path, int]], hidden: frozenset[str]) -> list[tuple[str, int]]:
     """Grants that cover nothing in `hidden`: a grant on a strict ancestor of a hidden
     path becomes, recursively, grants on its entries but the one leading there (the
     directory itself keeps only listing). An entry that is a symlink into (or above) a
     hidden path is left out."""
-    out: list[tuple[Path, int]] = []
-    stack = list(grants)
+    above = _ancestors(hidden)
+    out: list[tuple[str, int]] = []
+    stack = [(str(path), rights) for path, rights in grants]
     while stack:
         path, rights = stack.pop()
-        below = [h for h in hidden if path in h.parents]
-        if not below:
+        if path not in above:
             out.append((path, rights))
             continue
         if rights & _READ_DIR:
             out.append((path, _READ_DIR))
         try:
-            entries = sorted(os.listdir(path))
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
         except OSError:
             continue
         for entry in entries:
-            child = path / entry
-            if child in hidden:
+            if entry.path in hidden:
                 continue
-            real = Path(os.path.realpath(child))
-            if real != child and any(real == h or real in h.parents for h in hidden):
-                continue  # a link to a credential, or to a directory above one
-            stack.append((child, rights))
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                if real in above or _within(real, hidden):
+                    continue  # a link into a credential, or to a directory above one
+            stack.append((entry.path, rights))
     return out
 
 

@@ -215,8 +215,10 @@ def test_no_grant_reaches_a_hidden_path_and_every_other_file_stays_readable(
         path.mkdir(parents=True, exist_ok=True)
         (path / "f").touch()
     hidden = [ws.joinpath(*parts) for parts in hide]
-    for i in range(len(link)):  # symlinks to hidden places and their parents
-        if hidden:
+    for i in range(len(link)):  # symlinks to hidden places, below them, and their parents
+        if hidden and i % 4 == 1:
+            (ws / f"link{i}").symlink_to(hidden[i % len(hidden)] / "f")
+        elif hidden:
             target = (
                 hidden[i % len(hidden)].parents[i % 2] if i % 3 == 0 else hidden[i % len(hidden)]
             )
