@@ -224,6 +224,14 @@ class ContainmentInForce:
     (so one created while the agent runs is not readable either)."""
 
     @property
+    def listing_only(self) -> tuple[Path, ...]:
+        """Writable roots that hold a credential path (a workspace that is your home
+        directory): writable below, but no file can be made, renamed or removed directly
+        in them, nor in any directory between them and the credential."""
+        above = _ancestors(_hidden_set((*self.guarded, *self.hidden)))
+        return tuple(p for p in self.write if str(p) in above)
+
+    @property
     def enforced(self) -> tuple[str, ...]:
         """The parts this kernel enforces: "filesystem" (ABI >= 1), "network" (>= 4),
         "scope" (signals and abstract sockets, >= 6)."""
@@ -252,6 +260,11 @@ class ContainmentInForce:
             "hidden: " + (", ".join(map(str, self.hidden)) or "(none of the default list exist)"),
             "connect: TCP ports " + (", ".join(map(str, self.connect)) or "(none)"),
         ]
+        if self.listing_only:
+            lines.append(
+                "holding credentials, so only listable at their top: "
+                + ", ".join(map(str, self.listing_only))
+            )
         if self.env_withheld:
             lines.append("environment withheld: " + ", ".join(self.env_withheld))
         lines.extend(f"not enforced by this kernel: {item}" for item in self.not_enforced)
