@@ -406,6 +406,9 @@ class AuditLog:
 # -- reading it back -------------------------------------------------------------------------
 
 
+_KINDS: Final = frozenset({"session", "decision", "turn"})
+
+
 def read_entries(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:
     """The log's entries, and how many lines could not be read (a truncated last line
     after a crash, or damage); raises OSError when the file cannot be read."""
@@ -420,7 +423,7 @@ def read_entries(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], in
             except ValueError:
                 bad += 1
                 continue
-            if isinstance(entry, dict) and entry.get("kind") in ("decision", "turn"):
+            if isinstance(entry, dict) and entry.get("kind") in _KINDS:
                 entries.append(entry)
             else:
                 bad += 1
@@ -472,6 +475,8 @@ def summarize(path: str | os.PathLike[str]) -> AuditSummary:
     tools: dict[str, ToolStats] = {}
     turns: list[dict[str, Any]] = []
     for entry in entries:
+        if entry["kind"] == "session":
+            continue
         if entry["kind"] == "turn":
             turns.append(entry)
             continue
