@@ -418,9 +418,17 @@ class AgentBuilder:
         `"manage_task"` and `"schedule"` let their capabilities be switched on (the harness
         never asks before these tools run: `manage_task` can feed input to a running
         background command); `"subagents"` lets `invoke_subagent` start subagents the
-        model defines itself, whose tool calls no hook ever sees. Without the opt-in,
-        `build()` refuses such a configuration and the SDK denies such subagents. Each
-        opt-in is logged as a warning when the agent is built.
+        model defines itself, whose tool calls no hook ever sees;
+        `"subagent_workspaces"` lets a subagent work in a `branch` or `share` workspace,
+        for which the harness runs `git worktree add` and `git reset --hard` in the
+        user's repository (and git runs whatever that repository's config says, which an
+        allowed file write can change). Without the opt-in, `build()` refuses such a
+        configuration and the SDK denies such calls before any hook is asked.
+
+        `"schedule"` also lets the harness run the turns a timer wakes while no `chat()`
+        or `stream()` runs (the built-in `research` subagent carries `schedule` whatever
+        the capabilities say): without it, every request of such a wake is refused and
+        the wake halted. Each opt-in is logged as a warning when the agent is built.
         """
         unknown = sorted(set(routes) - _UNGOVERNED_ROUTES)
         if unknown:
@@ -530,6 +538,7 @@ _UNGOVERNED_ROUTES: Final = frozenset(
     {
         *(spec.name for spec in TOOLS.values() if spec.governance is Governance.NEVER_ASKED),
         "subagents",
+        "subagent_workspaces",
     }
 )
 """What `AgentBuilder.allow_ungoverned()` accepts."""
@@ -767,6 +776,8 @@ class Agent:
                 enabled=tools_enabled_by(settings.capabilities.enabled_tools) | host_tools | finish,
                 mcp_servers=frozenset(server.name for server in settings.mcp_servers),
                 any_subagent="subagents" in settings.ungoverned,
+                subagent_workspaces="subagent_workspaces" in settings.ungoverned,
+                scheduled_wakes="schedule" in settings.ungoverned,
             )
             self._core = SessionCore(host_tools, guard, host_args=_host_args(self._tools))
             hooks = [*output, *self._hooks, self.policy_enforcer]
@@ -792,6 +803,13 @@ class Agent:
                     model=model,
                     mcp_servers=settings.mcp_servers,
                 )
+                for root in self._containment.listing_only:
+                    logger.warning(
+                        "containment: %s holds a credential path, so no file can be made "
+                        "directly in it (its subdirectories are writable); use a project "
+                        "directory as the workspace",
+                        root,
+                    )
             if self._traced is not None:
                 self._traced.turn_attributes.update(trace_attributes(self._containment))
             self._conn = settings.connection or LocalConnection(

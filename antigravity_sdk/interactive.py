@@ -22,7 +22,7 @@ import threading
 import unicodedata
 from typing import Final
 
-from .harness.catalog import TOOLS
+from .harness.catalog import TOOLS, shown_args
 from .types import ToolCall
 
 __all__ = ["confirm_in_terminal"]
@@ -84,21 +84,28 @@ def _rows(lines: list[str], first: str, then: str, width: int) -> list[str]:
     return rows
 
 
-_SHELL = TOOLS["run_command"]
-_COMMAND, _CWD = _SHELL.args[0], _SHELL.paths[0]  # CommandLine, Cwd
+_SHELL = "run_command"
+_COMMAND, _CWD = "CommandLine", "Cwd"
+assert {_COMMAND, _CWD} <= set(TOOLS[_SHELL].args)
 
 
 def _describe(call: ToolCall, width: int = 80) -> str:
-    """The call as the prompt shows it: a shell command line by line, else its arguments."""
-    args = dict(call.args)
-    if call.name == _SHELL.name and not call.server_name and _COMMAND in args:
+    """The call as the prompt shows it: a shell command line by line, then every other
+    argument the harness acts on (`RunPersistent`, `RequestedTerminalID`, ...), one per
+    line; any other call as all its arguments. Only the model's captions of the call
+    (`toolAction`, `toolSummary`), which nothing acts on, are left out."""
+    args = shown_args(call.name, call.server_name, call.args)
+    if call.name == _SHELL and not call.server_name and _COMMAND in args:
         command = str(args.pop(_COMMAND))
-        where = f" (in {_printable(str(args[_CWD]))})" if _CWD in args else ""
+        where = f" (in {_printable(str(args.pop(_CWD)))})" if _CWD in args else ""
         lines = command.split("\n")
         rows = _rows(lines, "$", ">", width)
         size = ""
         if len(rows) > 1:  # say how much there is to read before answering
             size = f", a command of {len(command)} characters on {len(lines)} line(s)"
+        for key, value in args.items():
+            shown = json.dumps(value, default=str, ensure_ascii=False)
+            rows += _rows([f"{key}: {shown}"], "+", "+", width)
         return f"run_command{where}{size}:\n" + "\n".join(rows)
     body = json.dumps(args, indent=2, default=str, ensure_ascii=False)
     rows = _rows(body.split("\n"), "|", "|", width)

@@ -115,7 +115,10 @@ def lookup() -> str:
 
 
 async def started_agent(scripted_agent: Any, runner: BrokenRunner) -> tuple[Agent, Any]:
-    agent, conn = scripted_agent(lambda builder: builder.tool(lookup).allow_all())
+    # The frames arrive outside any turn: let them be asked as a scheduled wake's are.
+    agent, conn = scripted_agent(
+        lambda builder: builder.tool(lookup).allow_all().allow_ungoverned("schedule")
+    )
     await agent.start()
     agent.hook_runner = runner
     return agent, conn

@@ -23,10 +23,15 @@ from antigravity_sdk.agent import default_policies
 from antigravity_sdk.harness.catalog import (
     CAPABILITY_SWITCHES,
     INTERNAL_NAMES,
+    PLAIN_ID,
     RESERVED_TOOL_NAMES,
     TOOLS,
+    Arg,
+    ArgKind,
     Governance,
     ToolGuard,
+    canonical_args,
+    shown_args,
     tools_enabled_by,
 )
 from antigravity_sdk.harness.effects import HookCall
@@ -55,6 +60,150 @@ def test_path_arguments_are_arguments() -> None:
     for spec in TOOLS.values():
         assert set(spec.paths) <= set(spec.args), spec.name
         assert set(spec.action_args.values()) <= set(spec.args), spec.name
+
+
+def _kinds(args: Any, where: str = "") -> dict[str, ArgKind]:
+    found = {}
+    for key, arg in args.items():
+        found[where + key] = arg.kind
+        assert isinstance(arg, Arg) and isinstance(arg.kind, ArgKind)
+        assert bool(arg.fields) == (arg.kind is ArgKind.OBJECT), (where, key)
+        found |= _kinds(arg.fields, f"{where}{key}[].")
+    return found
+
+
+def test_every_argument_is_classified_and_the_dangerous_ones_as_measured() -> None:
+    kinds = {name: _kinds(spec.args) for name, spec in TOOLS.items()}
+    assert kinds["run_command"]["CommandLine"] is ArgKind.SHELL
+    assert kinds["run_command"]["Cwd"] is ArgKind.PATH
+    assert kinds["run_command"]["RequestedTerminalID"] is ArgKind.IDENTIFIER
+    assert kinds["invoke_subagent"]["Subagents[].Workspace"] is ArgKind.WORKSPACE
+    assert kinds["invoke_subagent"]["Subagents[].TypeName"] is ArgKind.SUBAGENT
+    assert kinds["ask_question"]["questions[].options"] is ArgKind.DATA
+    assert kinds["write_to_file"]["ArtifactMetadata[].Summary"] is ArgKind.DATA
+    assert {k for k, v in kinds["schedule"].items() if v is ArgKind.SCHEDULE} == {
+        "CronExpression", "DurationSeconds", "IsDaemon", "MaxIterations", "TimerCondition"
+    }  # fmt: skip
+    for name, found in kinds.items():
+        if found:  # every built-in tool takes the two captions
+            assert found["toolAction"] is found["toolSummary"] is ArgKind.LABEL, name
+
+
+# -- canonical keys at every depth ----------------------------------------------------------
+
+
+def _spellings(key: str) -> Any:
+    return st.lists(st.booleans(), min_size=len(key), max_size=len(key)).map(
+        lambda upper: "".join(
+            c.upper() if u else c.lower() for c, u in zip(key, upper, strict=True)
+        )
+    )
+
+
+SUBAGENT_KEYS = ("TypeName", "Prompt", "Role", "Model", "Workspace")
+
+
+@given(st.tuples(*(_spellings(key) for key in SUBAGENT_KEYS)), _spellings("Subagents"))
+def test_keys_are_canonical_at_every_depth(keys: tuple[str, ...], outer: str) -> None:
+    entry = dict(zip(keys, ("research", "p", "r", "inherit", "inherit"), strict=True))
+    args = canonical_args("invoke_subagent", {outer: [entry, "not an object"], "Extra": 1})
+    assert args == {
+        "Subagents": [dict(zip(SUBAGENT_KEYS, entry.values(), strict=True)), "not an object"],
+        "Extra": 1,  # not the catalogue's: kept as it is
+    }
+
+
+def test_nested_structures_of_every_tool_are_canonical() -> None:
+    question = {"QUESTION": "ok?", "Options": ["a", "b"], "IS_MULTI_SELECT": True}
+    assert canonical_args("ask_question", {"Questions": [question]}) == {
+        "questions": [{"question": "ok?", "options": ["a", "b"], "is_multi_select": True}]
+    }
+    meta = {"summary": "s", "userfacing": True, "requestfeedback": False}
+    assert canonical_args("write_to_file", {"artifactmetadata": meta}) == {
+        "ArtifactMetadata": {"Summary": "s", "UserFacing": True, "RequestFeedback": False}
+    }
+    # A free-form object (the workflow's own Args) and the structured answer stay as given.
+    assert canonical_args("run_workflow", {"args": {"cwd": 1}}) == {"Args": {"cwd": 1}}
+    assert canonical_args("finish", {"city": "x"}) == {"city": "x"}
+
+
+def test_the_core_shows_hooks_nested_keys_canonical_and_refuses_nested_collisions() -> None:
+    core = SessionCore(guard=ToolGuard(enabled=frozenset({"invoke_subagent"})))
+    core.user_input("go", streaming=False)
+    inner = '{"typename": "research", "role": "r", "prompt": "p", "workspace": "inherit"}'
+    (call,) = core.receive(_pre_tool("invoke_subagent", f'{{"subagents": [{inner}]}}'))
+    assert isinstance(call, HookCall) and call.refusal == ""
+    assert call.arg.args == {
+        "Subagents": [{"TypeName": "research", "Role": "r", "Prompt": "p", "Workspace": "inherit"}]
+    }
+    both = inner[:-1] + ', "Workspace": "branch"}'
+    (call,) = core.receive(_pre_tool("invoke_subagent", f'{{"subagents": [{both}]}}'))
+    assert isinstance(call, HookCall) and "differ only in case" in call.refusal
+    branch = inner.replace("inherit", "branch")
+    (call,) = core.receive(_pre_tool("invoke_subagent", f'{{"subagents": [{branch}]}}'))
+    assert isinstance(call, HookCall) and "Subagents[].Workspace = 'branch'" in call.refusal
+
+
+# -- identifiers and workspaces -------------------------------------------------------------
+
+RUN = ToolGuard(enabled=frozenset({"run_command", "generate_image", "invoke_subagent"}))
+IDS = st.one_of(
+    st.text(max_size=70),
+    st.from_regex(r"[A-Za-z0-9_-]{0,64}", fullmatch=True),
+    st.sampled_from(["t$(touch x)", "t`id`", '"; id; "', "../../x", "a b", "a.b", "a/b"]),
+    st.none(),
+    st.integers(),
+)
+
+
+@given(IDS)
+def test_identifiers_pass_only_when_plain(value: Any) -> None:
+    plain = isinstance(value, str) and PLAIN_ID.fullmatch(value) is not None
+    for name, key in (("run_command", "RequestedTerminalID"), ("generate_image", "ImageName")):
+        refusal = RUN.refusal(name, None, {key: value})
+        assert (refusal == "") is plain, (name, value)
+        if not plain:
+            assert key in refusal and "not a plain identifier" in refusal
+
+
+def test_the_ids_the_harness_issues_are_plain() -> None:
+    assert PLAIN_ID.fullmatch("5239dbd8-a419-4463-8df8-7ee3efde9353")
+    assert RUN.refusal("run_command", None, {"RequestedTerminalID": ""}) == ""
+    for attack in ("t$(touch x)", "t`touch x`", 't\\"; touch x; \\"', "../../../outside/x"):
+        assert "not a plain identifier" in RUN.refusal(
+            "run_command", None, {"RunPersistent": True, "RequestedTerminalID": attack}
+        )
+
+
+WORKSPACES = st.one_of(
+    st.sampled_from(["inherit", "", "branch", "share", "Inherit", "BRANCH", " share"]),
+    st.text(max_size=10),
+    st.none(),
+    st.integers(),
+    st.lists(st.text(max_size=3), max_size=2),
+)
+
+
+@given(st.lists(st.one_of(st.just(None), WORKSPACES), min_size=1, max_size=3))
+def test_only_inherited_workspaces_pass_without_the_opt_in(values: list[Any]) -> None:
+    entries = [
+        {"TypeName": "research", "Role": "r", "Prompt": "p"}
+        | ({} if value is None else {"Workspace": value})
+        for value in values
+    ]
+    refusal = RUN.refusal("invoke_subagent", None, {"Subagents": entries})
+    inherited = all(value is None or value in ("", "inherit") for value in values)
+    assert (refusal == "") is inherited, values
+    if not inherited:
+        assert "Workspace" in refusal and "subagent_workspaces" in refusal
+    opted = ToolGuard(enabled=RUN.enabled, subagent_workspaces=True)
+    assert opted.refusal("invoke_subagent", None, {"Subagents": entries}) == ""
+
+
+def test_what_a_prompt_shows_leaves_out_only_the_captions() -> None:
+    args = {"CommandLine": "ls", "toolSummary": "harmless", "toolAction": "Listing", "X": 1}
+    assert shown_args("run_command", None, args) == {"CommandLine": "ls", "X": 1}
+    assert shown_args("run_command", "db", args) == args  # an MCP tool's own arguments
 
 
 def test_never_asked_tools_are_exactly_the_measured_ones() -> None:
@@ -134,6 +283,7 @@ def _pre_tool(name: str, args: str, server: str = "") -> dict[str, Any]:
 
 def test_core_refuses_before_any_hook() -> None:
     core = SessionCore(frozenset({"lookup"}), GUARD)
+    core.user_input("go", streaming=False)
     (call,) = core.receive(_pre_tool("run_command", '{"CommandLine": "rm -rf /"}'))
     assert isinstance(call, HookCall) and "not enabled" in call.refusal
     (call,) = core.receive(_pre_tool("invoke_subagent", '{"subagents": [{"typename": "w"}]}'))

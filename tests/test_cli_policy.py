@@ -11,12 +11,14 @@ import sys
 import threading
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from antigravity_sdk import ToolCall, cli, interactive
+from antigravity_sdk.harness.catalog import TOOLS
 from antigravity_sdk.interactive import confirm_in_terminal
 
 EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "policies.toml")
@@ -325,3 +327,80 @@ def test_a_missing_cli_extra_says_how_to_install_it(tmp_path: Path) -> None:
     assert done.returncode == 2, done
     assert "pip install 'antigravity-sdk[cli]'" in done.stderr
     assert done.stdout == ""
+
+
+PERSISTENT = ToolCall(
+    name="run_command",
+    args={
+        "CommandLine": "ls",
+        "Cwd": "/w",
+        "RunPersistent": True,
+        "RequestedTerminalID": "t$(touch X)",
+        "WaitMsBeforeAsync": 500,
+        "NotificationTimeoutSeconds": 30,
+        "toolSummary": "Harmless listing",
+        "toolAction": "Listing files",
+    },
+)
+
+
+async def test_confirm_in_terminal_shows_every_argument_the_harness_acts_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", FakeTTY("n\n"))
+    assert await confirm_in_terminal(PERSISTENT) is False
+    prompt = capsys.readouterr().err
+    assert "run_command (in /w):" in prompt and "$ ls" in prompt
+    for shown in (
+        "RunPersistent: true",
+        'RequestedTerminalID: "t$(touch X)"',
+        "WaitMsBeforeAsync: 500",
+        "NotificationTimeoutSeconds: 30",
+    ):
+        assert f"    + {shown}" in prompt, shown
+    assert "Harmless listing" not in prompt  # the model's caption: acted on by nothing
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(sorted(TOOLS["run_command"].args)),
+        st.one_of(st.text(max_size=30), st.integers(), st.booleans()),
+        max_size=8,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_a_run_command_prompt_shows_every_argument_but_the_captions(args: dict[str, Any]) -> None:
+    args["CommandLine"] = "ls"
+    rows = prompt_rows(ToolCall(name="run_command", args=args), 200)
+    extra = [row.removeprefix("    + ") for row in rows if row.startswith("    + ")]
+    expected = {k for k in args if k not in ("CommandLine", "Cwd", "toolAction", "toolSummary")}
+    assert {row.split(":", 1)[0] for row in extra} == expected
+    for row in extra:
+        key, shown = row.split(": ", 1)
+        assert shown == interactive._printable(json.dumps(args[key], ensure_ascii=False))
+
+
+async def test_the_chat_ask_prompt_shows_every_argument(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from antigravity_sdk.cli.repl import Repl
+    from antigravity_sdk.harness.config import ModelSettings
+
+    out = io.StringIO()
+    repl = Repl(
+        ModelSettings(name="m", base_url="http://127.0.0.1:9/v1"),
+        policies_file=None,
+        workspace=tmp_path,
+        save_dir=tmp_path,
+        console=Console(file=out, width=100),
+    )
+
+    class Answer:
+        async def prompt_async(self, text: str) -> str:
+            return "n"
+
+    repl.input = Answer()  # type: ignore[assignment]
+    assert await repl._ask(PERSISTENT) is False
+    shown = out.getvalue()
+    assert "$ ls" in shown and 'RequestedTerminalID: "t$(touch X)"' in shown
+    assert "RunPersistent: true" in shown and "WaitMsBeforeAsync: 500" in shown

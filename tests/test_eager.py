@@ -192,7 +192,10 @@ async def test_the_agent_answers_inside_the_frames_delivery(
     hook: Hook, inline: bool, scripted_agent: Any
 ) -> None:
     """A hook that never waits: its answer is sent before delivering the frame returns."""
-    agent, conn = scripted_agent(lambda builder: builder.hook(hook).allow_all())
+    # The frame arrives outside any turn: let it be asked as a scheduled wake's is.
+    agent, conn = scripted_agent(
+        lambda builder: builder.hook(hook).allow_all().allow_ungoverned("schedule")
+    )
     delivered: list[Callable[[dict[str, Any]], None]] = []
     listen = conn.listen
 

@@ -29,6 +29,7 @@ from antigravity_sdk.harness.effects import (
     SandboxStatus,
     SessionEnded,
     TurnEnded,
+    Unasked,
 )
 from antigravity_sdk.harness.protocol import HOOK_EVENTS, SessionCore
 from antigravity_sdk.harness.wire import decode_frame
@@ -371,8 +372,6 @@ def test_unknown_enum_values_are_kept_as_unknown() -> None:
         {"stepUpdate": {"trajectoryId": MAIN, "stepIndex": 1.5}},
         {"stepUpdate": "x"},
         {"trajectoryStateUpdate": {"trajectoryId": 3, "state": "STATE_FULLY_IDLE"}},
-        {"toolCall": {"id": "call_2", "name": "get_weather", "argumentsJson": "{not json"}},
-        {"toolCall": {"id": "call_2", "name": "get_weather", "argumentsJson": "[1, 2]"}},
         {"usageUpdate": {"total": {"promptTokenCount": "many"}}},
         {"initializeConversationResponse": {"cascadeId": None, "history": "x"}},
         {"initializeConversationResponse": {"cascadeId": "c", "history": {"a": 1}}},
@@ -491,6 +490,17 @@ def test_only_the_main_trajectory_ends_the_turn() -> None:
     assert isinstance(end, TurnEnded)
     assert end.response.text == "main done"  # the subagent's text is not the answer
     assert [s.trajectory_id for s in end.response.steps] == [MAIN, SUB]
+
+
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2]"])
+def test_a_host_tool_call_whose_arguments_are_not_an_object_fails_unrun(raw: str) -> None:
+    """The model's arguments, not the harness's frame: refused (a failed tool), never a
+    ProtocolError that would end the session."""
+    frame = {"toolCall": {"id": "call_2", "name": "get_weather", "argumentsJson": raw}}
+    (refused,) = SessionCore().receive(frame)
+    assert isinstance(refused, Unasked) and isinstance(refused.request, RunTool)
+    reply = refused.reply(None)["toolResponse"]
+    assert "not" in reply["errorMessage"] and "responseJson" not in reply
 
 
 def test_before_initialize_a_trajectory_without_parent_is_main() -> None:

@@ -5,7 +5,9 @@ waits on (`Request`). Each knows the one way to work out its outcome (`decide`, 
 hooks or the host-side tools), the frame that answers with that outcome (`reply`), and the
 fail-closed frame for when deciding fails or is cancelled (`refuse`): DENY, a failed tool,
 cancelled questions, a rejected confirmation. A request that carries a `refusal` (unsafe
-to decide: malformed, or refused by the SDK's own guard) decides a DENY without asking.
+to decide: malformed, or refused by the SDK's own guard) decides a DENY without asking;
+`Unasked` wraps one to be refused outright (a request of a scheduled wake), and
+`HaltWake` halts a turn the harness started on its own.
 
 Outgoing frames carry only schema fields: the harness drops a whole frame with an unknown
 field (and the awaited answer never arrives), and it treats anything but an explicit DENY
@@ -40,6 +42,7 @@ __all__ = [
     "ConfirmTool",
     "Effect",
     "Frame",
+    "HaltWake",
     "HookCall",
     "HookDispatch",
     "Initialized",
@@ -49,6 +52,7 @@ __all__ = [
     "SessionEnded",
     "ToolRun",
     "TurnEnded",
+    "Unasked",
 ]
 
 # The agent's logger: a refusal is the agent refusing a call, whichever module decides it.
@@ -338,7 +342,46 @@ class PolicyRequest:
         return self.reply(HookResult(allow=False, message=reason))
 
 
-Request = HookCall | RunTool | AskUser | ConfirmTool | PolicyRequest
+@dataclass(frozen=True, slots=True)
+class Unasked:
+    """A request refused without asking anyone — a DENY, a failed tool, cancelled
+    questions, a rejected confirmation (`request.refuse`): one the harness made on its own
+    while no turn of the client's was running (a timer the model scheduled woke an
+    agent), or a host-side tool call whose arguments are not a JSON object."""
+
+    request: HookCall | RunTool | AskUser | ConfirmTool | PolicyRequest
+    reason: str
+    gates_turn: ClassVar[bool] = False
+
+    async def decide(self, hooks: HookDispatch, tools: ToolRun) -> None:
+        logger.warning("refusing %s unasked: %s", type(self.request).__name__, self.reason)
+
+    def reply(self, outcome: None) -> Frame:
+        return self.request.refuse(self.reason)
+
+    def refuse(self, reason: str) -> Frame:
+        return self.request.refuse(self.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class HaltWake:
+    """The harness started a turn on its own while no turn of the client's was running:
+    halt it (answered with `HALT`, whatever happens)."""
+
+    reason: str
+    gates_turn: ClassVar[bool] = False
+
+    async def decide(self, hooks: HookDispatch, tools: ToolRun) -> None:
+        logger.warning("halting a turn the harness started on its own: %s", self.reason)
+
+    def reply(self, outcome: None) -> Frame:
+        return HALT
+
+    def refuse(self, reason: str) -> Frame:
+        return HALT
+
+
+Request = HookCall | RunTool | AskUser | ConfirmTool | PolicyRequest | Unasked | HaltWake
 """An effect the harness waits on: answer it exactly once, with `reply(await decide(...))`,
 or with `refuse(reason)` when deciding fails or is cancelled."""
 

@@ -94,6 +94,8 @@ def parse_args(raw: str) -> dict[str, Any]:
         args = loads(raw)
     except ValueError:
         raise ProtocolError(f"tool arguments are not JSON: {raw[:200]!r}") from None
+    except RecursionError:
+        raise ProtocolError("tool arguments are nested too deep to check") from None
     if not isinstance(args, dict):
         raise ProtocolError(f"tool arguments are not a JSON object: {raw[:200]!r}")
     return args

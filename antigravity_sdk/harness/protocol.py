@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,8 +36,9 @@ from ..types import (
     UsageMetadata,
 )
 from . import effects, wire
-from .catalog import INTERNAL_NAMES, TOOLS, ToolGuard
+from .catalog import INTERNAL_NAMES, TOOLS, ToolGuard, canonical_args
 from .fields import int_field, list_field, obj_field, parse_args, str_field, wire_path
+from .pairing import TurnCalls
 from .rewrite import json_args
 
 __all__ = ["HOOK_EVENTS", "SessionCore"]
@@ -149,7 +149,7 @@ class _StepState:
     action_fields: dict[str, Any] = field(default_factory=dict)
     asked: bool = False
     reported: bool = False  # its tool_result chunk was streamed
-    call_index: int | None = None  # the turn's call it runs (`_TurnCalls.pair`), once paired
+    call_index: int | None = None  # the turn's call it runs (`TurnCalls.pair`), once paired
 
     def to_step(self, executed: ToolCall | None, denied: Denial | None = None) -> Step:
         """The public view; `executed` is the call a tool step runs (see `_executed_call`),
@@ -212,18 +212,27 @@ def _is_tool_action(action: str) -> bool:
     return action in _TOOL_ACTIONS
 
 
+def _step_args(raw: str) -> dict[str, Any]:
+    """A step's report of a call's arguments; {} when they are not a JSON object (a call
+    with such arguments was refused: its step describes nothing the SDK can check)."""
+    try:
+        return parse_args(raw)
+    except ProtocolError:
+        return {}
+
+
 def _action_call(action: str, fields: dict[str, Any]) -> ToolCall:
     if action == "mcpTool":
         return ToolCall(
             name=str_field(fields, "toolName"),
-            args=parse_args(str_field(fields, "argumentsJson")),
+            args=_step_args(str_field(fields, "argumentsJson")),
             server_name=str_field(fields, "serverName") or None,
         )
     if action == "customTool":
         call = obj_field(fields, "toolCall")
         return ToolCall(
             name=str_field(call, "name"),
-            args=parse_args(str_field(call, "argumentsJson")),
+            args=_step_args(str_field(call, "argumentsJson")),
             id=str_field(call, "id"),
         )
     name, keys = _ACTIONS[action]
@@ -233,15 +242,6 @@ def _action_call(action: str, fields: dict[str, Any]) -> ToolCall:
         if isinstance(value, str) and value:
             args[arg_key] = wire_path(value) if "path" in wire_key.lower() else value
     return ToolCall(name=name, args=args)
-
-
-def _same_arg(given: Any, described: str) -> bool:
-    """Whether a call's argument is the value a step reports (paths compared normalised)."""
-    if not isinstance(given, str):
-        return False
-    if given == described:
-        return True
-    return os.path.normpath(wire_path(given)) == os.path.normpath(described)
 
 
 def _questions(request: dict[str, Any]) -> tuple[AskQuestionEntry, ...]:
@@ -266,17 +266,17 @@ def _questions(request: dict[str, Any]) -> tuple[AskQuestionEntry, ...]:
 
 # -- tool-call arguments ----------------------------------------------------------------
 
-# The harness decodes arguments case-insensitively (Go's encoding/json: `cwd` is `Cwd`, and
-# of two keys that differ only in case the last wins), so hooks and policies get each key
-# of a built-in tool in its canonical spelling (from the catalogue), and a call whose keys
-# collide under case-folding is refused: the harness would act on a value the policies
-# never saw.
-_BUILTIN_ARGS: Final = {
-    spec.name: {key.casefold(): key for key in (*spec.args, "toolAction", "toolSummary")}
-    for spec in TOOLS.values()
-    if spec.name != "finish"  # its arguments are the answer, checked case-sensitively
-}
+# The harness decodes arguments case-insensitively at every depth (Go's encoding/json: `cwd`
+# is `Cwd`, `Subagents[].workspace` is `Workspace`, and of two keys that differ only in case
+# the last wins), so hooks and policies get each key of a built-in tool in its canonical
+# spelling at every depth (`catalog.canonical_args`), and a call whose keys collide under
+# case-folding is refused: the harness would act on a value the policies never saw.
 _MCP_WRAPPER: Final = frozenset({"servername", "toolname", "arguments"})
+_WAKE_REFUSAL: Final = (
+    "refused: the harness acted on its own while no chat() or stream() was running (a "
+    "timer the model scheduled woke an agent); AgentBuilder.allow_ungoverned('schedule') "
+    "lets such wakes run"
+)
 
 
 def _case_collision(value: Any) -> str:
@@ -309,89 +309,33 @@ def _known_args(name: str, args: Mapping[str, Any], known: frozenset[str] | None
         raise ValueError(f"{name} takes no argument {unknown[0]!r} (it takes: {takes})")
 
 
-def _governed_args(name: str, server: str | None, args: dict[str, Any]) -> dict[str, Any]:
-    """The arguments as the harness will act on them: canonical key spelling for built-in
-    tools, and an MCP tool's own arguments rather than the `call_mcp_tool` wrapper."""
+def _governed_args(
+    name: str, server: str | None, args: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """The arguments as the harness will act on them — canonical key spelling for built-in
+    tools, an MCP tool's own arguments rather than the `call_mcp_tool` wrapper — and why
+    to refuse the call if they cannot be told (an MCP `Arguments` that is not an object,
+    or a string that is not one in JSON)."""
     if server is not None:
         folded = {key.casefold(): value for key, value in args.items()}
-        if folded.keys() == _MCP_WRAPPER:
-            inner = folded["arguments"]
-            if isinstance(inner, str):
+        if "arguments" not in folded:
+            return args, ""
+        inner = folded["arguments"]
+        if isinstance(inner, str):
+            try:
                 inner = parse_args(inner)
-            if isinstance(inner, dict):
-                return inner
-        return args
-    canonical = _BUILTIN_ARGS.get(name)
-    if canonical is None:
-        return args
-    return {canonical.get(key.casefold(), key): value for key, value in args.items()}
-
-
-class _TurnCalls:
-    """The calls PRE_TOOL asked about in one turn, and which tool step runs which.
-
-    A step says what it does, not which call it runs: it pairs with the earliest call not
-    yet paired that has its tool name, its trajectory (or none) and the arguments it
-    describes. Calls are kept per (name, trajectory), each list skipping its paired
-    prefix, so pairing a turn's steps costs about one look per step rather than a scan
-    of every call (which made a long turn's end quadratic).
-    """
-
-    __slots__ = ("_by_key", "_index_of", "_paired", "_skip", "calls")
-
-    def __init__(self) -> None:
-        self.calls: list[ToolCall] = []  # as they run (a rewrite replaces the call)
-        self._by_key: dict[tuple[str, str], list[int]] = {}
-        self._skip: dict[tuple[str, str], int] = {}  # per list: its first unpaired position
-        self._paired: set[int] = set()  # paired with a step, or denied
-        # Each call as asked and as rewritten, by `id()`, with its index; holding the call
-        # keeps it alive, so no other object can come to have its id.
-        self._index_of: dict[int, tuple[ToolCall, int]] = {}
-
-    def add(self, call: ToolCall) -> None:
-        n = len(self.calls)
-        self._by_key.setdefault((call.name, call.trajectory_id), []).append(n)
-        self.calls.append(call)
-        self._index_of[id(call)] = (call, n)
-
-    def replace(self, old: ToolCall, new: ToolCall) -> None:
-        """`new` (a rewrite: same name, same trajectory) takes `old`'s place."""
-        known = self._index_of.get(id(old))
-        if known is not None:
-            self.calls[known[1]] = new
-            self._index_of[id(new)] = (new, known[1])
-
-    def exclude(self, call: ToolCall) -> None:
-        """`call` (as asked or as rewritten) was denied: it never runs, so no step pairs
-        with it. A call the SDK refused before asking the hooks is not one of the turn's."""
-        known = self._index_of.get(id(call))
-        if known is not None:
-            self._paired.add(known[1])
-
-    def pair(self, names: tuple[str, ...], trajectory: str, args: Mapping[str, Any]) -> int:
-        """The index of the call a step runs, now paired with it; -1 if no call fits."""
-        best = -1
-        paired = self._paired
-        for key in {(name, where) for name in names for where in (trajectory, "")}:
-            indices = self._by_key.get(key)
-            if not indices:
-                continue
-            start = self._skip.get(key, 0)
-            while start < len(indices) and indices[start] in paired:
-                start += 1
-            self._skip[key] = start
-            for position in range(start, len(indices)):
-                n = indices[position]
-                if best >= 0 and n > best:
-                    break  # a call this late cannot be the earliest
-                if n not in paired and all(
-                    _same_arg(self.calls[n].args.get(k), v) for k, v in args.items()
-                ):
-                    best = n
-                    break
-        if best >= 0:
-            paired.add(best)
-        return best
+            except ProtocolError as exc:
+                return args, f"refused: the MCP tool's Arguments cannot be checked: {exc}"
+        if not isinstance(inner, dict):
+            return args, (
+                "refused: the MCP tool's Arguments cannot be checked: they are a "
+                f"{type(inner).__name__}, not a JSON object"
+            )
+        if folded.keys() != _MCP_WRAPPER:
+            extra = sorted(key for key in args if key.casefold() not in _MCP_WRAPPER)
+            return args, f"refused: call_mcp_tool takes no argument {extra[0]!r}"
+        return inner, ""
+    return canonical_args(name, args), ""
 
 
 # -- the core ---------------------------------------------------------------------------
@@ -421,8 +365,10 @@ class SessionCore:
         self.stop_reason: StopReason | None = None  # the harness's, for the current turn
         self._steps: dict[tuple[str, int], _StepState] = {}
         self._calls: dict[str, ToolCall] = {}  # pending: PRE_TOOL seen, no POST/ERROR yet
-        self._turn_calls = _TurnCalls()  # every call PRE_TOOL asked about this turn
+        self._turn_calls = TurnCalls()  # every call PRE_TOOL asked about this turn
         self._denials: list[Denial] = []  # this turn's, in the order they were made
+        self._in_turn = False  # from user_input() until the main trajectory's turn ends
+        self._halted = False  # a wake outside any turn was halted (until the next one)
 
     @property
     def usage(self) -> UsageMetadata:
@@ -445,7 +391,9 @@ class SessionCore:
         With `streaming=False` no `Chunk` effects are built (nobody reads them).
         """
         self.streaming = streaming
-        self._turn_calls = _TurnCalls()
+        self._in_turn = True
+        self._halted = False
+        self._turn_calls = TurnCalls()
         self._denials = []
         self._steps = {}
         self._calls = {}
@@ -462,7 +410,28 @@ class SessionCore:
     # -- incoming ---------------------------------------------------------------------
 
     def receive(self, frame: dict[str, Any]) -> list[effects.Effect]:
-        """Translate one decoded OutputEvent into effects (possibly none)."""
+        """Translate one decoded OutputEvent into effects (possibly none).
+
+        While no turn of the client's runs, the harness can only be acting on its own (a
+        timer the model scheduled woke an agent; measured: no PRE_TURN, the woken agents'
+        tool calls asked as usual). Unless the guard lets such wakes run
+        (`ToolGuard.scheduled_wakes`), every request of one is refused unasked and the
+        wake is halted.
+        """
+        found = self._receive(frame)
+        guard = self._guard
+        if self._in_turn or guard is None or guard.scheduled_wakes:
+            return found
+        return [self._unasked(effect) for effect in found]
+
+    def _unasked(self, effect: effects.Effect) -> effects.Effect:
+        if isinstance(effect, effects.Chunk | effects.Initialized | effects.SessionEnded):
+            return effect
+        if isinstance(effect, effects.TurnEnded | effects.Unasked | effects.HaltWake):
+            return effect
+        return effects.Unasked(effect, _WAKE_REFUSAL)
+
+    def _receive(self, frame: dict[str, Any]) -> list[effects.Effect]:
         if not isinstance(frame, dict):
             raise ProtocolError(f"frame is not a JSON object: {type(frame).__name__}")
         if "callHookRequest" in frame:
@@ -485,16 +454,20 @@ class SessionCore:
             return self._trajectory_update(obj_field(frame, "trajectoryStateUpdate"))
         if "toolCall" in frame:
             call = obj_field(frame, "toolCall")
-            return [
-                effects.RunTool(
-                    ToolCall(
-                        name=str_field(call, "name"),
-                        args=parse_args(str_field(call, "argumentsJson")),
-                        id=str_field(call, "id"),
-                        trajectory_id=str_field(call, "trajectoryId"),
-                    )
+            refusal = ""
+            try:
+                arguments = parse_args(str_field(call, "argumentsJson"))
+            except ProtocolError as exc:
+                arguments, refusal = {}, f"refused: {exc}"
+            run = effects.RunTool(
+                ToolCall(
+                    name=str_field(call, "name"),
+                    args=arguments,
+                    id=str_field(call, "id"),
+                    trajectory_id=str_field(call, "trajectoryId"),
                 )
-            ]
+            )
+            return [effects.Unasked(run, refusal) if refusal else run]
         if "usageUpdate" in frame:
             update = obj_field(frame, "usageUpdate")
             total = obj_field(update, "total")
@@ -542,18 +515,21 @@ class SessionCore:
             arguments = parse_args(str_field(args, "argumentsJson"))
         except ProtocolError as exc:
             arguments, refusal = {}, f"refused: {exc}"
-        collision = _case_collision(arguments)
-        if collision:
-            refusal = (
-                f"refused: arguments {collision} differ only in case, and the harness "
-                "would act on one the policies did not check"
-            )
-        if not raw_name:
-            refusal = "refused: a tool-call request without a tool name"
-        if not refusal:
-            arguments = _governed_args(name, server, arguments)
-            if self._guard is not None:
+        try:
+            collision = _case_collision(arguments)
+            if collision:
+                refusal = (
+                    f"refused: arguments {collision} differ only in case, and the harness "
+                    "would act on one the policies did not check"
+                )
+            if not raw_name:
+                refusal = "refused: a tool-call request without a tool name"
+            if not refusal:
+                arguments, refusal = _governed_args(name, server, arguments)
+            if not refusal and self._guard is not None:
                 refusal = self._guard.refusal(name, server, arguments)
+        except RecursionError:
+            arguments, refusal = {}, "refused: tool arguments are nested too deep to check"
         step_index = args.get("stepIndex")
         call = ToolCall(
             name=name,
@@ -578,9 +554,9 @@ class SessionCore:
         if call.server_name is None:
             if call.name in self._host_tools:
                 _known_args(call.name, plain, self._host_args.get(call.name))
-            elif call.name in _BUILTIN_ARGS:
-                plain = _governed_args(call.name, None, plain)
-                _known_args(call.name, plain, frozenset(_BUILTIN_ARGS[call.name].values()))
+            elif call.name in TOOLS and call.name != "finish":
+                plain = canonical_args(call.name, plain)
+                _known_args(call.name, plain, frozenset(TOOLS[call.name].args))
         if self._guard is not None:
             refusal = self._guard.refusal(call.name, call.server_name, plain)
             if refusal:
@@ -758,14 +734,29 @@ class SessionCore:
         is_main = trajectory == self.conversation_id or (
             not self.conversation_id and not update.get("parentTrajectoryId")
         )
+        state = update.get("state")
+        guard = self._guard
+        if not self._in_turn and guard is not None and not guard.scheduled_wakes:
+            # No turn of the client's: an agent the harness woke by itself. Halted when
+            # the root's woken turn starts (measured: a HALT while the root waits for a
+            # woken subagent leaves the harness stuck; at this point it ends the wake
+            # and its timer), and its end is no turn of the client's.
+            if not is_main:
+                return []
+            if state in ("STATE_FULLY_IDLE", "STATE_CANCELLED"):
+                self._halted = False  # that wake is over; halt the next one too
+            elif state == "STATE_RUNNING" and not self._halted:
+                self._halted = True
+                return [effects.HaltWake(_WAKE_REFUSAL)]
+            return []
         if not is_main:
             return []
         reason = update.get("stopReason")
         if isinstance(reason, str) and reason != "STOP_REASON_UNSPECIFIED":
             self.stop_reason = _STOP_REASONS.get(reason, StopReason.UNKNOWN)
-        state = update.get("state")
         if state not in ("STATE_FULLY_IDLE", "STATE_CANCELLED"):
             return []
+        self._in_turn = False
         response = self.response()
         if state == "STATE_CANCELLED":
             response.stop_reason = StopReason.CANCELLED
@@ -818,7 +809,7 @@ class SessionCore:
         """The PRE_TOOL call this tool step runs: same tool, same target; else the call as
         the step describes it (None for a step that is not a tool call). Steps only say
         what they do (an `editFile` is write_to_file or replace_file_content); the call
-        has the model's name and full arguments. Paired once (`_TurnCalls.pair`): the
+        has the model's name and full arguments. Paired once (`TurnCalls.pair`): the
         step's streamed result and the turn's response name the same call."""
         if not _is_tool_action(step.action):
             return None

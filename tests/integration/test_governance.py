@@ -18,13 +18,14 @@ harness that adds a tool fails here until the catalogue classifies it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from antigravity_sdk import ConfigurationError, Hook, HookResult, PolicyError, ToolCall, policy
-from antigravity_sdk.harness.catalog import TOOLS, Governance
+from antigravity_sdk.harness.catalog import TOOLS, Arg, ArgKind, Governance
 from antigravity_sdk.testing import tool_call
 from antigravity_sdk.types import BuiltinTool, CapabilitiesConfig
 
@@ -227,6 +228,69 @@ async def test_a_subagent_cannot_use_a_tool_the_configuration_left_off(
     )
 
 
+def _schema_args(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema's properties at every depth: name -> its own properties (an object,
+    or a list of objects), "open" (an object without properties), or None (a value)."""
+    found: dict[str, Any] = {}
+    for key, prop in schema.get("properties", {}).items():
+        inner = prop.get("items", prop) if prop.get("type") == "array" else prop
+        if inner.get("type") == "object":
+            found[key] = _schema_args(inner) if "properties" in inner else "open"
+        else:
+            found[key] = None
+    return found
+
+
+def _catalogue_args(args: Mapping[str, Arg]) -> dict[str, Any]:
+    """The same shape, from the catalogue's classification."""
+    found: dict[str, Any] = {}
+    for key, arg in args.items():
+        assert isinstance(arg.kind, ArgKind)
+        if arg.open:
+            found[key] = "open"
+        elif arg.kind is ArgKind.OBJECT:
+            found[key] = _catalogue_args(arg.fields)
+        else:
+            found[key] = None
+    return found
+
+
+async def test_conformance_the_research_subagent_and_skills_tools_are_classified(
+    make_agent: AgentFactory,
+) -> None:
+    """The tools only a subagent or inline skills bring: their arguments, at every depth,
+    are the catalogue's."""
+    from antigravity_sdk import Skill
+
+    carried: list[dict[str, Any]] = []
+
+    def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if "invoke_subagent" not in {t.get("function", t).get("name") for t in tools}:
+            carried.extend(tools)
+            return "research done"
+        if _tool_calls_so_far(messages) == 0:
+            return tool_call(
+                "invoke_subagent",
+                Subagents=[{"TypeName": "research", "Role": "R", "Prompt": "p"}],
+            )
+        return "finished"
+
+    skill = Skill(name="ledger", description="Bookkeeping.", content="LEDGER")
+    agent, model = make_agent(
+        script, policies=[policy.allow_all()], configure=lambda b: b.skills([skill])
+    )
+    async with agent:
+        await agent.chat("research")
+    tools = [*carried, *model.requests[0].tools]
+    names = {t.get("function", t)["name"] for t in tools}
+    assert {"schedule", "run_command", "list_skills", "lookup_skill"} <= names
+    for tool in tools:
+        function = tool.get("function", tool)
+        assert function["name"] in TOOLS, function["name"]
+        offered_args = _schema_args(function.get("parameters", {}))
+        assert offered_args == _catalogue_args(TOOLS[function["name"]].args), function["name"]
+
+
 async def test_conformance_every_offered_tool_is_asked_or_refused(
     make_agent: AgentFactory, env: Workspace
 ) -> None:
@@ -250,6 +314,12 @@ async def test_conformance_every_offered_tool_is_asked_or_refused(
     for name in offered:
         if TOOLS[name].governance is Governance.NEVER_ASKED:
             assert name in opted  # refused at build() above without the opt-in
+    # Every argument the harness offers, at every depth, is classified (and nothing the
+    # catalogue classifies is gone from the harness).
+    for tool in model.requests[0].tools:
+        function = tool.get("function", tool)
+        offered_args = _schema_args(function.get("parameters", {}))
+        assert offered_args == _catalogue_args(TOOLS[function["name"]].args), function["name"]
 
     asked = [name for name in offered if TOOLS[name].governance is Governance.ASKED]
     ws = str(env.ws)
@@ -310,7 +380,9 @@ async def test_the_harness_own_containment_does_not_stop_an_allowed_call(
     harness's workspace containment and workspace validation both switched on, a call the
     client allows still reads outside the workspace. So the SDK does not lean on them:
     `workspace_only` is the control. If a newer harness enforces them, this fails and the
-    decision should be revisited."""
+    decision should be revisited. The harness counts its TMPDIR as inside (the test's
+    file is under /tmp), so this runs uncontained: containment gives the harness a
+    private TMPDIR, and the kernel would refuse the read anyway."""
     from antigravity_sdk.harness import config
 
     built = config.harness_config
@@ -326,7 +398,9 @@ async def test_the_harness_own_containment_does_not_stop_an_allowed_call(
     outside = env.root / "outside.txt"
     outside.write_text("OUTSIDE-CONTENT")
     script = [tool_call("view_file", AbsolutePath=str(outside)), "done"]
-    agent, model = make_agent(script, policies=[policy.allow_all()])
+    agent, model = make_agent(
+        script, policies=[policy.allow_all()], configure=lambda b: b.containment(None)
+    )
     async with agent:
         await agent.chat("read it")
     assert "OUTSIDE-CONTENT" in json.dumps(tool_messages(model, 1))
