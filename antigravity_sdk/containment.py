@@ -99,7 +99,10 @@ CREDENTIAL_PATHS: Final[tuple[str, ...]] = (
     "~/.zsh_history",
     "~/.python_history",
     "/etc/shadow",
+    "/etc/shadow-",
     "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssl/private",
     "/etc/ssh/ssh_host_*_key",
 )
 """Paths no contained process can read unless `Containment(read=...)` names them (`~` is

@@ -490,13 +490,16 @@ class LocalConnection(_WebSocketLink):
             ),
         )
         try:
-            proc.stdin.write(wire.encode_frame(config))
-            await proc.stdin.drain()
-            if _SUPERVISED:  # the harness's pid comes first, from the supervisor's fork
+            # The harness's pid comes first, from the supervisor's fork, before its stdin
+            # is written: a harness that fails to exec breaks the pipe, and the error must
+            # still say the harness (not its supervisor) exited.
+            if _SUPERVISED:
                 pid = int.from_bytes(await proc.stdout.readexactly(4), "little")
                 if pid <= 1:
                     raise ProtocolError(f"the harness supervisor reported pid {pid}")
                 self._harness_pid = pid
+            proc.stdin.write(wire.encode_frame(config))
+            await proc.stdin.drain()
             header = await proc.stdout.readexactly(4)
             size = int.from_bytes(header, "little")
             if size > wire.MAX_HANDSHAKE_FRAME:

@@ -68,3 +68,11 @@ async def test_policies_example_decides_each_call_as_documented(
         "db/execute: ALLOWED by policy 'db'",
         "search_web: ALLOWED by policy 'allow_all'",
     ]
+
+
+async def test_containment_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await load_example("containment").main() == 0
+    out = capsys.readouterr().out
+    if "no Landlock" not in out:
+        assert "inside: written" in out
+        assert "beside the workspace: refused" in out and "~/.ssh: refused" in out
