@@ -760,7 +760,7 @@ class Agent:
         save_dir = (settings.save_dir or default_save_dir()).resolve()
         self._check_resumable(save_dir)
         if self._audit is not None:
-            self._audit.open()
+            self._audit.open(self.policy_enforcer.fingerprint)
         self._started = True
         self._reset_session()
         try:

@@ -22,9 +22,12 @@ the new end, as `O_APPEND` writes do).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import re
+import secrets
 import statistics
 import time
 import weakref
@@ -50,16 +53,18 @@ __all__ = [
     "REDACTION_FAILED",
     "AuditLog",
     "AuditSummary",
+    "ChainReport",
     "Redactor",
     "read_entries",
     "render_summary",
     "summarize",
+    "verify",
 ]
 
 logger = logging.getLogger("antigravity_sdk.audit")
 
-VERSION: Final = 1
-"""The line format's version (`"v"` in every line)."""
+VERSION: Final = 2
+"""The line format's version (`"v"` in every line): 2 chains the lines (see `verify`)."""
 
 REDACTION_FAILED: Final = "<redaction failed>"
 """What a line holds instead of the arguments when the redactor raised or returned
@@ -78,6 +83,7 @@ _STRICT: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _NO_RULE: Final = 'null,"decision":null,"bucket":null,"bucket_name":null'
 _ALLOWED: Final = '"message":"",'
 _HEADS_KEPT: Final = 1024
+_HASH_DIGITS: Final = 32
 
 
 def _str(value: object) -> str:
@@ -159,6 +165,12 @@ class AuditLog:
         self._denied = 0
         # Each decision line's opening, per where and verdict (see `_head`).
         self._heads: dict[tuple[Any, ...], str] = {}
+        # The chain (see `_append`): this writer's session, its next line's number, the
+        # hash of its last line written, and the policy set's hash for decision lines.
+        self._sid = ""
+        self._seq = 0
+        self._prev = ""
+        self._policy = ""
 
     def copy(self) -> AuditLog:
         """A new, unopened log with the same settings: one per agent."""
@@ -166,11 +178,16 @@ class AuditLog:
 
     # -- the file ----------------------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, policy: str = "") -> None:
         """Open (creating, mode 0600: arguments may be sensitive) for appending; a path
-        that cannot be opened is a `ConfigurationError`."""
+        that cannot be opened is a `ConfigurationError`. Each opening starts a chain of
+        its own (a new `sid`); `policy` is the policy set's hash
+        (`PolicyEnforcer.fingerprint`), recorded on the session and decision lines."""
         if self._fd >= 0:
             return
+        self._sid, self._seq, self._prev = secrets.token_hex(8), 0, ""
+        self._policy = policy
+        self._heads.clear()
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         try:
             self._fd = os.open(self.path, flags, 0o600)
@@ -181,24 +198,36 @@ class AuditLog:
         self._closer = weakref.finalize(self, _close, self._fd)
 
     def close(self) -> None:
+        """Write the session's `end` line (how many lines came before it, so a cut tail
+        shows) and close."""
+        if self._fd >= 0:
+            self.write({"v": VERSION, "kind": "end", "time": _iso(time.time_ns())})
         if self._closer is not None:
             self._closer()
             self._closer = None
         self._fd = -1
 
     def write(self, entry: Mapping[str, Any]) -> None:
-        """Append `entry` as one JSON line."""
+        """Append `entry` (a non-empty mapping) as one JSON line."""
         try:
             line = _ENCODER.encode(entry)
         except Exception as exc:
             self._failed("could not encode an audit line", exc)
             return
-        self._append(line + "\n")
+        self._append(line[:-1])
 
-    def _append(self, line: str) -> None:
-        """One `os.write` of `line`, newline included (more only after a short write)."""
+    def _append(self, body: str) -> None:
+        """Seal `body` (a JSON object's text without its closing brace) into a line of
+        the chain and write it with one `os.write` (more only after a short write).
+
+        The seal adds this writer's `sid`, the line's `seq` and the previous line's hash
+        (`prev`), then the line's own `hash`: the first 32 hex digits of the SHA-256 of
+        the line up to that field. Only a line written advances the chain."""
         try:
-            data = line.encode("ascii")
+            sealed = f'{body},"sid":"{self._sid}","seq":{self._seq},"prev":"{self._prev}"'
+            encoded = sealed.encode("ascii")
+            digest = hashlib.sha256(encoded).hexdigest()[:_HASH_DIGITS]
+            data = encoded + b',"hash":"' + digest.encode("ascii") + b'"}\n'
             if self._fd < 0:
                 raise OSError("the audit log is not open")
             written = os.write(self._fd, data)
@@ -208,6 +237,9 @@ class AuditLog:
                 os.fsync(self._fd)
         except Exception as exc:
             self._failed(f"could not write to the audit log {self.path}", exc)
+            return
+        self._seq += 1
+        self._prev = digest
 
     def _failed(self, what: str, exc: Exception) -> None:
         self.write_errors += 1
@@ -316,7 +348,7 @@ class AuditLog:
         except Exception as exc:  # never break the turn
             self._failed("could not build an audit line", exc)
             return
-        self._append(line + "}\n")
+        self._append(line)
 
     def _head(self, key: tuple[Any, ...], call: ToolCall | None) -> str:
         """The line's opening for `key` (conversation, turn, trajectory, route, tool,
@@ -333,7 +365,8 @@ class AuditLog:
                 f'"bucket":{int(rule.bucket)},"bucket_name":{_str(BUCKETS[rule.bucket])}'
             )
         head = (
-            f'{{"v":{VERSION},"kind":"decision","conversation":{_str(conversation)},'
+            f'{{"v":{VERSION},"kind":"decision","policy":"{self._policy}",'
+            f'"conversation":{_str(conversation)},'
             f'"turn":{turn},"trajectory":{_str(trajectory)},"route":"{route}","tool":{tool},'
             f'"verdict":"{"allow" if allow else "deny"}","by":"{by}","rule":{ruled},'
             f'"hook":{_str(hook) if hook else "null"},{_ALLOWED if allow else ""}'
@@ -369,6 +402,7 @@ class AuditLog:
                 "v": VERSION,
                 "kind": "session",
                 "time": _iso(time.time_ns()),
+                "policy": self._policy,
                 "conversation": conversation,
                 "containment": containment.as_dict() if containment is not None else None,
             }
@@ -406,7 +440,107 @@ class AuditLog:
 # -- reading it back -------------------------------------------------------------------------
 
 
-_KINDS: Final = frozenset({"session", "decision", "turn"})
+_KINDS: Final = frozenset({"session", "decision", "turn", "end"})
+_SEAL: Final = re.compile(rb',"hash":"([0-9a-f]{%d})"\}\n\Z' % _HASH_DIGITS)
+
+
+@dataclass
+class _Chain:
+    """One writer's session, as `verify` has followed it so far."""
+
+    first: int  # the line number of its first line seen
+    last: int  # of its last line seen
+    seq: int  # the last line's sequence number
+    hash: str  # the last line's hash
+    ended: bool = False
+
+
+@dataclass
+class ChainReport:
+    """What `verify` found: the lines and sessions it read, and every break in the chain
+    as (line number, what is wrong). An intact log has no problems."""
+
+    lines: int = 0
+    sessions: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
+
+
+def verify(path: str | os.PathLike[str]) -> ChainReport:
+    """Check the chain of every session in the log at `path` (raises OSError when it
+    cannot be read). Each line must be whole, carry its session (`sid`), number (`seq`),
+    the previous line's hash (`prev`) and its own (`hash`, over the line up to it); each
+    session must run from line 0 to its `end` line without a gap. So an edited line (its
+    hash), a deleted, inserted or reordered one (`seq` and `prev`), and a cut tail (a
+    partial last line, or a session without its `end`) are found, with the line number
+    where the chain breaks. Sessions of several agents may interleave in one file."""
+    report = ChainReport()
+    chains: dict[str, _Chain] = {}
+    with open(path, "rb") as f:
+        raw_lines = f.readlines()
+    for number, raw in enumerate(raw_lines, 1):
+        report.lines = number
+        problem = _check_line(number, raw, chains)
+        if problem:
+            report.problems.append((number, problem))
+    for sid, chain in chains.items():
+        if not chain.ended:
+            report.problems.append(
+                (
+                    chain.last,
+                    f"session {sid} (from line {chain.first}) stops at line {chain.last} "
+                    "without its end line: its tail was cut, or its agent crashed or is "
+                    "still running",
+                )
+            )
+    report.sessions = len(chains)
+    report.problems.sort()
+    return report
+
+
+def _check_line(number: int, raw: bytes, chains: dict[str, _Chain]) -> str:
+    """What is wrong with line `number` of the chain (and record it), or ""."""
+    if not raw.endswith(b"\n"):
+        return "the last line is partial: the file was cut here (or a write was cut short)"
+    sealed = _SEAL.search(raw)
+    if sealed is None:
+        return "not a sealed line (no hash at its end): edited, inserted, or from an older SDK"
+    digest = sealed.group(1).decode()
+    if hashlib.sha256(raw[: sealed.start()]).hexdigest()[:_HASH_DIGITS] != digest:
+        return "its hash does not match its content: the line was edited"
+    try:
+        entry = json.loads(raw)
+        sid, seq, prev = str(entry["sid"]), entry["seq"], str(entry["prev"])
+    except (ValueError, KeyError, TypeError):
+        return "not a chained JSON line (no sid, seq or prev)"
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        return "its seq is not a number"
+    chain = chains.get(sid)
+    problem = ""
+    if chain is None:
+        if seq != 0 or prev:
+            problem = f"session {sid} starts at its line {seq}: the lines before were deleted"
+        chain = chains[sid] = _Chain(first=number, last=number, seq=seq, hash=digest)
+    else:
+        if chain.ended:
+            problem = f"a line of session {sid} after its end line (line {chain.last})"
+        elif seq != chain.seq + 1:
+            problem = (
+                f"session {sid} goes from its line {chain.seq} (line {chain.last}) to "
+                f"{seq}: lines were deleted, inserted or reordered"
+            )
+        elif prev != chain.hash:
+            problem = (
+                f"does not follow line {chain.last} of session {sid}: a line was replaced "
+                "or reordered"
+            )
+        chain.last, chain.seq, chain.hash = number, seq, digest
+    if entry.get("kind") == "end":
+        chain.ended = True
+    return problem
 
 
 def read_entries(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:
@@ -475,7 +609,7 @@ def summarize(path: str | os.PathLike[str]) -> AuditSummary:
     tools: dict[str, ToolStats] = {}
     turns: list[dict[str, Any]] = []
     for entry in entries:
-        if entry["kind"] == "session":
+        if entry["kind"] in ("session", "end"):
             continue
         if entry["kind"] == "turn":
             turns.append(entry)

@@ -10,7 +10,10 @@ A plain script (not a test): `python benches/bench_audit.py [--batch N] [--round
    bare `write()` of one line are timed the same way, for the docs, and so is a floor: the
    plain decision followed by the least any per-decision line can cost (a constant head,
    the five per-call fields formatted, one `os.write`), with nothing noted about the
-   decision, so without the rule, bucket or hook a real line names.
+   decision, so without the rule, bucket or hook a real line names. "floor+chain" is
+   that floor sealed into the hash chain as every line is (`AuditLog._append`: session,
+   number, previous hash, its own SHA-256): its difference from "floor" is what the chain
+   adds per decision (target: at most 5 µs).
 2. A 50-call turn against the real harness, offline (ScriptedModel: five replies of ten
    parallel reads): two agents, one with the audit log, their turns alternating; median
    wall time of `--turns` turns each. The target: unchanged within noise.
@@ -41,6 +44,7 @@ from antigravity_sdk.harness.effects import HookCall  # noqa: E402
 from antigravity_sdk.testing import ScriptedModel, ToolCallSpec, text, tool_calls  # noqa: E402
 
 TARGET_US = 20.0
+CHAIN_TARGET_US = 5.0
 CALLS = 50
 PER_REPLY = 10  # parallel calls per model reply: 5 model calls, then the answer
 
@@ -100,6 +104,21 @@ async def per_decision(batch: int, rounds: int, tmp: Path) -> dict[str, tuple[fl
         return outcome
 
     cases["floor"] = floor
+    chained = AuditLog(tmp / "chained.jsonl")
+    chained.open("p" * 32)
+
+    async def floor_chained() -> Any:
+        began = time.perf_counter_ns()
+        outcome = await request.decide(plain, None)  # type: ignore[arg-type]
+        latency = (time.perf_counter_ns() - began) / 1000
+        chained._append(
+            f'{head}"time":"{_iso(time.time_ns())}","call_id":{encode_basestring_ascii(call.id)},'
+            f'"latency_us":{latency:.1f},"policy_us":{latency:.1f},'
+            f'"args":{_flat_json(call.args)}'
+        )
+        return outcome
+
+    cases["floor+chain"] = floor_chained
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     for fn in cases.values():  # warm up
         await _batch(fn, 10)
@@ -107,7 +126,7 @@ async def per_decision(batch: int, rounds: int, tmp: Path) -> dict[str, tuple[fl
         for name, fn in cases.items():
             n = batch if "fsync" not in name else max(1, batch // 20)
             samples[name].append(await _batch(fn, n))
-    for log in logs.values():
+    for log in (*logs.values(), chained):
         log.close()
     os.close(floor_fd)
     return {
@@ -211,6 +230,11 @@ async def main() -> int:
         print(f"  added by the audit log: {added:.2f} CPU-µs (target ≤ {TARGET_US} µs): {verdict}")
         floor = costs["floor"][1] - base_cpu
         print(f"  the floor (a bare line and its write, nothing noted): {floor:.2f} CPU-µs")
+        chain = costs["floor+chain"][1] - costs["floor"][1]
+        verdict = "OK" if chain <= CHAIN_TARGET_US else "OVER"
+        print(
+            f"  added by the hash chain: {chain:.2f} CPU-µs (target ≤ {CHAIN_TARGET_US}): {verdict}"
+        )
         print()
         if args.turns < 1:  # the per-decision figures only
             return 0 if added <= TARGET_US else 1

@@ -83,7 +83,7 @@ async def main() -> int:
     verdicts = [(e["verdict"], e["rule"] or e["hook"]) for e in lines if e["kind"] == "decision"]
     expected = [("allow", "allow_all"), ("deny", "no-rm"), ("deny", "NoDotEnv")]
     redacted = "s3cr3t" not in log.read_text() and "token=***" in log.read_text()
-    turn = lines[-1]
+    (turn,) = [line for line in lines if line["kind"] == "turn"]
     return 0 if verdicts == expected and redacted and turn["stop_reason"] == "finished" else 1
 
 

@@ -87,9 +87,11 @@ async def test_a_decision_line_names_the_rule_its_bucket_and_the_call(log: Audit
     assert not outcome.allow
     (line,) = _lines(log.path)
     assert line["time"].endswith("Z") and line["time"][:2] == "20"
-    assert {k: line[k] for k in line if k not in ("time", "latency_us", "policy_us")} == {
-        "v": 1,
+    per_line = ("time", "latency_us", "policy_us", "sid", "seq", "prev", "hash")
+    assert {k: line[k] for k in line if k not in per_line} == {
+        "v": 2,
         "kind": "decision",
+        "policy": "",
         "conversation": CONVERSATION,
         "turn": 1,
         "trajectory": "t1",
@@ -355,8 +357,8 @@ def test_any_arguments_give_exactly_one_parseable_line(
     call = ToolCall(name="run_command", args=args)
     asyncio.run(audit.decide(HookCall("r", "pre_tool_call", call), _runner(), None, ""))  # type: ignore[arg-type]
     audit.close()
-    (line,) = _lines(path)
-    assert line["args"] == args
+    line, end = _lines(path)
+    assert line["args"] == args and end["kind"] == "end"
 
 
 async def test_cached_line_pieces_follow_the_turn_trajectory_and_tool(log: AuditLog) -> None:
@@ -440,11 +442,11 @@ def test_cached_heads_never_leak_into_the_next_line(
         fresh._turn = cached._turn
         asyncio.run(fresh.decide(request, runners[who], None, CONVERSATION))  # type: ignore[arg-type]
         fresh.close()
-        expected.extend(_lines(fresh.path))
+        expected.extend(_lines(fresh.path)[:-1])  # its end line is not one of the decisions
     cached.close()
-    timing = ("time", "latency_us", "policy_us")
-    got = [{k: v for k, v in line.items() if k not in timing} for line in _lines(cached.path)]
-    assert got == [{k: v for k, v in line.items() if k not in timing} for line in expected]
+    per_line = ("time", "latency_us", "policy_us", "sid", "seq", "prev", "hash")
+    got = [{k: v for k, v in x.items() if k not in per_line} for x in _lines(cached.path)[:-1]]
+    assert got == [{k: v for k, v in x.items() if k not in per_line} for x in expected]
 
 
 # -- the file ------------------------------------------------------------------------------
@@ -468,7 +470,7 @@ def test_the_file_is_private_and_appended_to(tmp_path: Path) -> None:
     audit.open()
     audit.write({"kind": "turn", "v": 1})
     audit.close()
-    assert len(_lines(path)) == 2
+    assert [line["kind"] for line in _lines(path)] == ["turn", "turn", "end"]
     fresh = AuditLog(tmp_path / "new.jsonl")
     fresh.open()
     assert (fresh.path.stat().st_mode & 0o777) == 0o600

@@ -1,4 +1,4 @@
-"""The `antigravity` argument parser and its small subcommands (policy, harness, doctor).
+"""The `antigravity` argument parser and its small subcommands (harness, doctor, demo, chat).
 
 Each subcommand is one `add_*` function that adds its parser and sets `run` to a
 handler `(args) -> exit code`; list the function in `COMMANDS` to register it.
@@ -54,91 +54,6 @@ def run_loop(main: Coroutine[Any, Any, _T]) -> _T:
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-
-
-# -- antigravity policy ----------------------------------------------------------------------
-
-
-def _load_enforcer(path: str) -> PolicyEnforcer | None:
-    """The policy file's enforcer, or None after printing why it is invalid."""
-    from .. import policy
-
-    try:
-        loaded = policy.load(path)
-        return policy.enforce(loaded, loaded.mcp_servers)
-    except PolicyError as exc:  # reading, parsing and validating all raise it
-        print(f"error: {exc}", file=sys.stderr)
-        return None
-
-
-def _policy_check(args: argparse.Namespace) -> int:
-    from .. import policy
-
-    enforcer = _load_enforcer(args.file)
-    if enforcer is None:
-        return 1
-    count = len(enforcer.policies)
-    if count == 0:
-        print(f"{args.file}: OK, but it has no rules: on its own it allows every tool call")
-        return 0
-    print(f"{args.file}: OK, {count} {'policy' if count == 1 else 'policies'}")
-    print("Evaluation order (bucket, then file order):")
-    ranked = sorted(enumerate(enforcer.policies), key=lambda item: (item[1].bucket, item[0]))
-    for _, p in ranked:
-        condition = f"  when {p.predicate!r}" if p.predicate is not None else ""
-        print(f"  [{p.bucket} {policy.BUCKETS[p.bucket]:<14}] {p.tool:<22} {p.label}{condition}")
-    return 0
-
-
-def _policy_explain(args: argparse.Namespace) -> int:
-    from ..types import ToolCall
-
-    try:
-        call_args = json.loads(args.args_json)
-    except json.JSONDecodeError as exc:
-        print(f"error: ARGS_JSON is not valid JSON: {exc}", file=sys.stderr)
-        return 2
-    if not isinstance(call_args, dict):
-        print("error: ARGS_JSON must be a JSON object", file=sys.stderr)
-        return 2
-    server, slash, name = args.tool.rpartition("/")
-    call = ToolCall(name=name, args=call_args, server_name=server if slash else None)
-    enforcer = _load_enforcer(args.file)
-    if enforcer is None:
-        return 2
-    import logging
-
-    # The explanation shows a failing condition itself; the engine's log line would only
-    # repeat it on stderr.
-    engine_log = logging.getLogger("antigravity_sdk.policy")
-    was_disabled, engine_log.disabled = engine_log.disabled, True
-    try:
-        decision = run_loop(enforcer.evaluate(call, ask=False))
-    finally:
-        engine_log.disabled = was_disabled
-    print(decision)
-    return 0 if decision.allow else 1
-
-
-def add_policy(subparsers: Subparsers) -> None:
-    """`antigravity policy check|explain`: validate and explain a TOML policy file."""
-    parser = subparsers.add_parser("policy", help="validate and explain policy files")
-    commands = parser.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
-    check = commands.add_parser(
-        "check", help="validate a policy file and list its rules in evaluation order"
-    )
-    check.add_argument("file", metavar="FILE", help="a TOML policy file")
-    check.set_defaults(run=_policy_check)
-    explain = commands.add_parser(
-        "explain",
-        help="show how a policy file decides one tool call (exit 0 allowed, 1 denied)",
-    )
-    explain.add_argument("file", metavar="FILE", help="a TOML policy file")
-    explain.add_argument("tool", metavar="TOOL", help="a tool name, or server/tool for MCP")
-    explain.add_argument(
-        "args_json", metavar="ARGS_JSON", nargs="?", default="{}", help="the call's arguments"
-    )
-    explain.set_defaults(run=_policy_explain)
 
 
 # -- antigravity harness ---------------------------------------------------------------------
@@ -490,8 +405,24 @@ def _audit_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_verify(args: argparse.Namespace) -> int:
+    from ..audit import verify
+
+    try:
+        report = verify(args.file)
+    except OSError as exc:
+        print(f"error: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    for line, problem in report.problems:
+        print(f"line {line}: {problem}")
+    state = "intact" if report.intact else f"BROKEN ({len(report.problems)} problem(s))"
+    print(f"{args.file}: {report.lines} line(s), {report.sessions} session(s): chain {state}")
+    return 0 if report.intact else 1
+
+
 def add_audit(subparsers: Subparsers) -> None:
-    """`antigravity audit summarize FILE`: what an agent's audit log says, as tables."""
+    """`antigravity audit summarize FILE`: what an agent's audit log says, as tables;
+    `antigravity audit verify FILE`: whether its hash chain is intact."""
     parser = subparsers.add_parser("audit", help="read an agent's audit log")
     commands = parser.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
     summarize = commands.add_parser(
@@ -500,11 +431,19 @@ def add_audit(subparsers: Subparsers) -> None:
     )
     summarize.add_argument("file", metavar="FILE", help="a JSON-lines audit log")
     summarize.set_defaults(run=_audit_summarize)
+    check = commands.add_parser(
+        "verify",
+        help="check the hash chain: edited, deleted, inserted or reordered lines, a cut tail "
+        "(exit 1 when broken)",
+    )
+    check.add_argument("file", metavar="FILE", help="a JSON-lines audit log")
+    check.set_defaults(run=_audit_verify)
 
 
 # -- registry ---------------------------------------------------------------------------------
 
 from .conversations import add_conversations  # noqa: E402 - its own module, registered here
+from .policy import add_policy  # noqa: E402 - its own module, registered here
 
 COMMANDS: list[Callable[[Subparsers], None]] = [
     add_demo,

@@ -17,8 +17,11 @@ import asyncio
 import contextlib
 import dataclasses
 import difflib
+import functools
 import gc
+import hashlib
 import inspect
+import json
 import logging
 import re
 import time
@@ -364,6 +367,20 @@ async def _ask(rule: _Rule, call: ToolCall) -> HookResult:
     return rule.denied
 
 
+def _identity(value: object) -> str | None:
+    """What identifies a rule's condition or handler across processes: its own text where
+    it has one (data), else the module and qualified name of its function or type."""
+    if value is None:
+        return None
+    if inspect.isroutine(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
+    text = repr(value)
+    if " at 0x" in text:  # a default repr: an address, different in every process
+        kind = type(value)
+        return f"{kind.__module__}.{kind.__qualname__}"
+    return text
+
+
 def _flatten(policies: PolicyLike) -> list[Policy]:
     flat: list[Policy] = []
 
@@ -537,6 +554,29 @@ class PolicyEnforcer(Hook):
         self.mode: Mode = mode
         self.timeout = timeout
         self._shadow = mode == "shadow"
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A content hash of the policy set (32 hex digits): the same rules, in the same
+        order and mode, give the same hash in any process. Each rule counts with its
+        pattern, decision, name, reason, timeout and condition; a condition that is data
+        (a TOML `when`, a command rule, `workspace_only`) by its content, a Python
+        function or handler by its module and qualified name. The audit log records it
+        on every line that a decision depends on."""
+        rules = [
+            {
+                "tool": p.tool,
+                "decision": p.decision.name,
+                "name": p.name,
+                "reason": p.reason,
+                "timeout": p.timeout,
+                "when": _identity(p.predicate),
+                "handler": _identity(p.handler),
+            }
+            for p in self.policies
+        ]
+        canonical = json.dumps([self.mode, rules], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
     def _compile(self, rules: list[_Rule]) -> None:
         """Index rules by exact name and by server, each list in bucket order."""

@@ -181,6 +181,7 @@ def test_the_demo_writes_its_decisions_to_the_audit_log(tmp_path: Path) -> None:
     entries = _lines(log)
     decisions = [e for e in entries if e["kind"] == "decision"]
     assert {e["verdict"] for e in decisions} == {"allow", "deny"}
-    assert entries[-1]["kind"] == "turn" and entries[-1]["stop_reason"] == "finished"
+    assert [e["kind"] for e in entries[-2:]] == ["turn", "end"]
+    assert entries[-2]["stop_reason"] == "finished"
     summary = _cli("audit", "summarize", str(log))
     assert summary.returncode == 0 and "run_command" in summary.stdout

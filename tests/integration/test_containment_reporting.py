@@ -51,7 +51,7 @@ async def test_the_audit_log_opens_with_what_the_session_runs_in(
         assert str(env.ws) in session["containment"]["write"]
     else:
         assert session["containment"] is None
-    assert [e["kind"] for e in entries[1:]] == ["turn"]
+    assert [e["kind"] for e in entries[1:]] == ["turn", "end"]
     assert summarize(log).unreadable == 0  # `audit summarize` knows the line
 
 
