@@ -799,7 +799,10 @@ class Agent:
                     settings.containment,
                     abi=settings.landlock_abi,
                     workspaces=settings.workspaces or [Path.cwd()],
-                    state=(save_dir, app_data),
+                    state=(
+                        settings.save_dir or default_save_dir(),
+                        settings.app_data_dir or root / "app-data",
+                    ),
                     model=model,
                     mcp_servers=settings.mcp_servers,
                 )
@@ -810,14 +813,16 @@ class Agent:
                         "directory as the workspace",
                         root,
                     )
-            if self._traced is not None:
-                self._traced.turn_attributes.update(trace_attributes(self._containment))
             self._conn = settings.connection or LocalConnection(
                 settings.harness_path,
                 startup_timeout=settings.startup_timeout,
                 containment=self._containment,
             )
             await self._conn.open(storage_dir=save_dir, home=app_data / "home")
+            if isinstance(self._conn, LocalConnection) and self._containment is not None:
+                self._containment = self._conn.containment  # what the kernel put in force
+            if self._traced is not None:
+                self._traced.turn_attributes.update(trace_attributes(self._containment))
             # The connection holds the agent only weakly, so an agent dropped without
             # stop() can be collected; its finalizer then ends the harness (see `_abandon`).
             self._listening = True

@@ -29,13 +29,13 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from .errors import ContainmentError
-from .harness import supervisor
+from .harness import confine
 
 if TYPE_CHECKING:
     from .harness.config import ModelSettings
@@ -132,7 +132,7 @@ _SECRET_NAME = re.compile(
 def landlock_abi() -> int:
     """The Landlock ABI this kernel offers (0: none: not Linux, an old kernel, or the LSM
     left out at boot)."""
-    return supervisor.landlock_abi()
+    return confine.landlock_abi()
 
 
 def _port(value: object, *, allow_zero: bool = False) -> int:
@@ -225,6 +225,24 @@ class ContainmentInForce:
     guarded: tuple[Path, ...] = field(default=(), repr=False)
     """Every credential path kept out of the grants, also those that do not exist yet
     (so one created while the agent runs is not readable either)."""
+    private: tuple[str, ...] = ()
+    """What the agent has of its own, from its start: "terminals" (a devpts: your other
+    terminals are out of reach) and "System V IPC" (its own IPC namespace)."""
+    filtered: bool = False
+    """Whether the seccomp filter is in force, from its start: TCP Fast Open, MPTCP
+    sockets, io_uring, the kernel keyring and keystroke injection refused."""
+
+    def confined(self, bits: int) -> ContainmentInForce:
+        """This, with what the supervisor reported putting in force (`confine.contain`)."""
+        private = [
+            name
+            for bit, name in (
+                (confine.CONTAINED_TERMINALS, "terminals"),
+                (confine.CONTAINED_IPC, "System V IPC"),
+            )
+            if bits & bit
+        ]
+        return replace(self, private=tuple(private), filtered=bool(bits & confine.GUARDED))
 
     @property
     def listing_only(self) -> tuple[Path, ...]:
@@ -251,6 +269,10 @@ class ContainmentInForce:
             missing.append("TCP connect and bind rules (ABI 4)")
         if self.abi < 6:
             missing.append("signals and abstract sockets outside the agent (ABI 6)")
+        if self.private and "terminals" not in self.private:
+            missing.append("private terminals: commands can reach your other terminals")
+        if self.private and "System V IPC" not in self.private:
+            missing.append("private System V IPC")
         return tuple(missing)
 
     def describe(self) -> list[str]:
@@ -263,6 +285,13 @@ class ContainmentInForce:
             "hidden: " + (", ".join(map(str, self.hidden)) or "(none of the default list exist)"),
             "connect: TCP ports " + (", ".join(map(str, self.connect)) or "(none)"),
         ]
+        if self.private:
+            lines.append("its own: " + ", ".join(self.private))
+        if self.filtered:
+            lines.append(
+                "refused by a seccomp filter: TCP Fast Open, MPTCP, io_uring, the kernel "
+                "keyring, keystroke injection"
+            )
         if self.listing_only:
             lines.append(
                 "holding credentials, so only listable at their top: "
@@ -284,6 +313,8 @@ class ContainmentInForce:
             "connect": list(self.connect),
             "bind": list(self.bind),
             "env_withheld": list(self.env_withheld),
+            "private": list(self.private),
+            "filtered": self.filtered,
         }
 
     def remove_tmp_dir(self) -> None:
@@ -333,22 +364,11 @@ def _ancestors(paths: Iterable[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-def _within(path: str, hidden: frozenset[str]) -> bool:
-    """Whether `path` is a hidden path or below one."""
-    while True:
-        if path in hidden:
-            return True
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-
-
 def _split(grants: list[tuple[Path, int]], hidden: frozenset[str]) -> list[tuple[str, int]]:
     """Grants that cover nothing in `hidden`: a grant on a strict ancestor of a hidden
     path becomes, recursively, grants on its entries but the one leading there (the
-    directory itself keeps only listing). An entry that is a symlink into (or above) a
-    hidden path is left out."""
+    directory itself keeps only listing). An entry that is a symlink is left out: the
+    kernel judges a link by where it leads, which has grants of its own, or none."""
     above = _ancestors(hidden)
     out: list[tuple[str, int]] = []
     stack = [(str(path), rights) for path, rights in grants]
@@ -364,12 +384,8 @@ def _split(grants: list[tuple[Path, int]], hidden: frozenset[str]) -> list[tuple
         except OSError:
             continue
         for entry in entries:
-            if entry.path in hidden:
-                continue
-            if entry.is_symlink():
-                real = os.path.realpath(entry.path)
-                if real in above or _within(real, hidden):
-                    continue  # a link into a credential, or to a directory above one
+            if entry.path in hidden or entry.is_symlink():
+                continue  # a link is judged where it leads: a rule on it would grant that
             stack.append((entry.path, rights))
     return out
 
@@ -452,7 +468,10 @@ def for_agent(
 ) -> ContainmentInForce:
     """The containment for one agent's start: a fresh private temp dir, the model's and
     HTTP MCP servers' ports, and the credentials file Vertex AI needs when the harness
-    must find it itself (then readable by every command too, and reported so)."""
+    must find it itself (then readable by every command too, and reported so). `state`
+    are the save and app-data dirs as configured, resolved here: one reached through a
+    symlink inside another writable root is refused (`ContainmentError`), since an
+    earlier agent could have planted that link to point this one's grant elsewhere."""
     from .types import McpHttpServer
 
     endpoint = model.base_url or (model.options and model.options.endpoint_url) or "https://"
@@ -470,15 +489,38 @@ def for_agent(
             env=(*spec.env, "GOOGLE_APPLICATION_CREDENTIALS"),
             required=spec.required,
         )
+    roots = [p.resolve() for p in (*workspaces, *state)]
+    for given in state:
+        _check_not_redirected(given, roots)
     return plan(
         spec,
         workspaces=[p.resolve() for p in workspaces],
-        state=state,
+        state=[p.resolve() for p in state],
         tmp_dir=Path(tempfile.mkdtemp(prefix="antigravity-agent-")),
         ports=endpoint_ports(*urls),
         abi=abi,
         credentials=credentials,
     )
+
+
+def _check_not_redirected(given: Path, roots: Sequence[Path]) -> None:
+    """Refuse `given` if a symlink on its way lies inside one of the writable `roots`."""
+    path = Path(os.path.abspath(given))
+    walked = Path(path.anchor)
+    for part in path.parts[1:]:
+        walked = walked / part
+        if not walked.is_symlink():
+            continue
+        where = Path(os.path.realpath(walked.parent)) / walked.name
+        for root in roots:
+            if where != root and root in where.parents:
+                raise ContainmentError(
+                    f"{given} leads through the symlink {where}, which lies inside the "
+                    f"writable {root}: a contained command may have made it, to point this "
+                    "agent's writable directory elsewhere. Remove the link, or configure "
+                    "the directory's real path"
+                )
+        walked = Path(os.path.realpath(walked))
 
 
 def trace_attributes(contained: ContainmentInForce | None) -> dict[str, Any]:

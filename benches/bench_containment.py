@@ -9,7 +9,8 @@ already serving, so neither counts its start; both are stopped outside the timin
 the same pairs for a turn that runs one `run_command` (`true`), timed from `chat()` to its
 answer. Also timed in process: the SDK's share of a contained start, planning the rules
 (`ContainmentInForce.supervisor_rules`, which lists the directories along every credential
-path) and the supervisor child applying them (`apply_landlock`, in a forked child).
+path) and the supervisor child putting them in force (`confine.contain`: its namespaces and
+private devpts, the seccomp filter and Landlock, in a forked child).
 
 Target (issue 19): start at most 10 ms more than without; nothing added per tool call.
 """
@@ -31,7 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from antigravity_sdk import Agent, AgentBuilder, Containment, policy  # noqa: E402
 from antigravity_sdk.containment import landlock_abi, plan  # noqa: E402
-from antigravity_sdk.harness import supervisor  # noqa: E402
+from antigravity_sdk.harness import confine  # noqa: E402
 from antigravity_sdk.testing import ScriptedModel, tool_call  # noqa: E402
 
 
@@ -87,7 +88,7 @@ def in_process(root: Path, reps: int) -> tuple[float, float]:
         pid = os.fork()
         if pid == 0:
             t = time.perf_counter()
-            supervisor.apply_landlock(rules)
+            confine.contain(rules)
             os.write(write, f"{time.perf_counter() - t}".encode())
             os._exit(0)
         os.close(write)
@@ -124,7 +125,7 @@ async def measure(root: Path, pairs: int) -> None:
     print(row("agent start", starts[True], starts[False]))
     print(row("a turn with one run_command", calls[True], calls[False]))
     print(
-        f"\nin process: planning the rules {planned * 1000:.2f} ms, applying them "
+        f"\nin process: planning the rules {planned * 1000:.2f} ms, putting them in force "
         f"in the child {applied * 1000:.2f} ms (medians of 50)"
     )
 

@@ -25,7 +25,7 @@ from antigravity_sdk.containment import (
     plan,
     unavailable_reason,
 )
-from antigravity_sdk.harness import supervisor
+from antigravity_sdk.harness import confine
 from antigravity_sdk.harness.connection import RemoteConnection
 
 LANDLOCK = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel offers no Landlock")
@@ -276,7 +276,7 @@ def _in_child(rules: list[str], attempt: object) -> int:
     if pid == 0:
         code = 1
         try:
-            supervisor.apply_landlock(rules)
+            confine.apply_landlock(rules)
             attempt()  # type: ignore[operator]
             code = 0
         except PermissionError:

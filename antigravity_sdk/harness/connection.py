@@ -418,6 +418,11 @@ class LocalConnection(_WebSocketLink):
         self._harness_pid: int | None = None  # the supervisor's child, once it says so
 
     @property
+    def containment(self) -> ContainmentInForce | None:
+        """The containment asked for, with what the kernel put in force once started."""
+        return self._containment
+
+    @property
     def pid(self) -> int | None:
         """The harness process id while it runs (for diagnostics and tests)."""
         return self._harness_pid if self._proc is not None else None
@@ -498,6 +503,9 @@ class LocalConnection(_WebSocketLink):
                 if pid <= 1:
                     raise ProtocolError(f"the harness supervisor reported pid {pid}")
                 self._harness_pid = pid
+                if self._containment is not None:  # and what the kernel put in force
+                    confined = (await proc.stdout.readexactly(1))[0]
+                    self._containment = self._containment.confined(confined)
             proc.stdin.write(wire.encode_frame(config))
             await proc.stdin.drain()
             header = await proc.stdout.readexactly(4)

@@ -20,21 +20,20 @@ Then this process exits with the harness's status, so the SDK reports the harnes
 Signals are taken synchronously (blocked, then `sigwaitinfo`), so no handler races the
 reaping.
 
-Containment: RULEs, when given, are applied to the forked child with Landlock before it
-writes its pid and execs, so the harness and everything it ever starts are inside one
-irrevocable domain; this process stays outside it (it reads /proc and kills). A rule is
-`fs:RIGHTS:PATH` (grant Landlock filesystem RIGHTS, a bit mask, beneath PATH), `connect:PORT`
-or `bind:PORT` (TCP), or `scope` (no signals or abstract-socket connections out of the
-domain). Rights the running kernel's ABI does not know are masked off; a path that is gone
-is skipped. If the rules cannot be enforced, the child says why on stderr behind
-`CONTAINMENT_FAILED` and exits with `CONTAINMENT_STATUS`, so the SDK raises a containment
-error rather than "exited during the handshake".
+Containment: RULEs, when given, are put in force in the forked child before it writes its
+pid and execs (`confine.contain`: its own namespaces, a seccomp filter, then Landlock), so
+the harness and everything it ever starts are inside one irrevocable domain; this process
+stays outside it (it reads /proc and kills). A rule is `fs:RIGHTS:PATH` (Landlock
+filesystem RIGHTS, a bit mask, beneath PATH), `connect:PORT` or `bind:PORT` (TCP), or
+`scope` (no signals or abstract-socket connections out of the domain). The pid is then
+followed by one byte: `contain`'s result bits. If the rules cannot be enforced, the child
+says why on stderr behind `CONTAINMENT_FAILED` and exits with `CONTAINMENT_STATUS`, so the
+SDK raises a containment error rather than "exited during the handshake".
 
 Standard library only, and few imports: it runs with `-I -S`, outside the SDK's
 environment, and its start-up is on `Agent.start()`'s path.
 """
 
-import _ctypes
 import os
 import sys
 import time
@@ -50,105 +49,18 @@ _PR_SET_CHILD_SUBREAPER = 36
 _HOST_GONE_GRACE = 1.0  # seconds the harness gets to exit on its own when the host dies
 _KILL_DEADLINE = 2.0  # seconds to kill and reap every descendant
 _SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-_PR_SET_NO_NEW_PRIVS = 38
 CONTAINMENT_STATUS = 125
 CONTAINMENT_FAILED = "antigravity supervisor: containment could not be enforced:"
 
-# Landlock (linux/landlock.h): the same syscall numbers on every architecture Linux has.
-_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
-_CREATE_RULESET_VERSION = 1
-_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
-FS_FILE_RIGHTS = 1 | 2 | 4 | (1 << 14) | (1 << 15)
-"""Rights that apply to a file itself (execute, write, read, truncate, ioctl on a device):
-a rule on a file may hold only these."""
-_FS_BY_ABI = (0, (1 << 13) - 1, (1 << 14) - 1, (1 << 15) - 1, (1 << 15) - 1, (1 << 16) - 1)
-"""The filesystem rights each ABI handles: 13 bits in ABI 1, REFER in 2, TRUNCATE in 3,
-IOCTL_DEV in 5; nothing new for files since."""
-_NET_TCP = 1 | 2  # BIND_TCP, CONNECT_TCP (ABI 4)
-_SCOPE_ALL = 1 | 2  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
-
-
-class _LibcFunction(_ctypes.CFuncPtr):
-    """A C function returning int, as `ctypes.CDLL(None, use_errno=True)` gives it, built
-    from `_ctypes` directly: importing `ctypes` would cost ~10 ms of start-up."""
-
-    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+if TYPE_CHECKING:
+    from . import confine
+else:  # run as a script: this directory's confine.py (standard library only)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `-I` left it out
+    import confine
 
 
 def _prctl(option: int, value: int) -> None:
-    libc = _ctypes.dlopen(None)  # type: ignore[arg-type]  # None: this process's own symbols
-    if _LibcFunction(_ctypes.dlsym(libc, "prctl"))(option, value, 0, 0, 0) != 0:
-        errno = _ctypes.get_errno()
-        raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
-
-
-def _syscall(*args: int | bytes | None) -> int:
-    """`syscall(2)`; raises OSError with the errno on failure."""
-    libc = _ctypes.dlopen(None)  # type: ignore[arg-type]
-    result: int = _LibcFunction(_ctypes.dlsym(libc, "syscall"))(*args)
-    if result < 0:
-        errno = _ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
-    return result
-
-
-def landlock_abi() -> int:
-    """The Landlock ABI the running kernel offers: 0 where there is none (not Linux, an
-    old kernel, the LSM not enabled at boot)."""
-    if sys.platform != "linux":
-        return 0
-    try:
-        return _syscall(_SYS_CREATE_RULESET, None, 0, _CREATE_RULESET_VERSION)
-    except OSError:
-        return 0
-
-
-def _u64(value: int) -> bytes:
-    return value.to_bytes(8, "little")
-
-
-def apply_landlock(rules: list[str]) -> int:
-    """Restrict this process (and all it will start) to `rules`; returns the ABI used.
-
-    Raises OSError when the kernel cannot enforce them (no Landlock, a rule it refuses)."""
-    abi = landlock_abi()
-    if abi < 1:
-        raise OSError("Landlock is not available in this kernel")
-    handled_fs = _FS_BY_ABI[min(abi, len(_FS_BY_ABI) - 1)]
-    handled_net = _NET_TCP if abi >= 4 else 0
-    scoped = _SCOPE_ALL if abi >= 6 and "scope" in rules else 0
-    attr = _u64(handled_fs) + _u64(handled_net) + _u64(scoped)
-    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    ruleset = _syscall(_SYS_CREATE_RULESET, attr[:size], size, 0)
-    try:
-        for rule in rules:
-            kind, _, value = rule.partition(":")
-            if kind == "fs":
-                rights, _, path = value.partition(":")
-                _add_path_rule(ruleset, int(rights) & handled_fs, path)
-            elif kind in ("connect", "bind") and handled_net:
-                access = 2 if kind == "connect" else 1
-                _syscall(_SYS_ADD_RULE, ruleset, _RULE_NET_PORT, _u64(access) + _u64(int(value)), 0)
-        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-        _syscall(_SYS_RESTRICT_SELF, ruleset, 0)
-    finally:
-        os.close(ruleset)
-    return abi
-
-
-def _add_path_rule(ruleset: int, rights: int, path: str) -> None:
-    try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:  # gone since the SDK planned the rules: nothing to grant
-        return
-    try:
-        if os.fstat(fd).st_mode & 0o170000 != 0o040000:  # not a directory
-            rights &= FS_FILE_RIGHTS
-        if rights:
-            attr = _u64(rights) + fd.to_bytes(4, "little", signed=True)
-            _syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, attr, 0)
-    finally:
-        os.close(fd)
+    confine.libc("prctl", option, value, 0, 0, 0)
 
 
 def _note(message: str) -> None:
@@ -272,9 +184,10 @@ def _exec_harness(path: str, supervisor: int, rules: list[str]) -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != supervisor:  # the supervisor died before the prctl
             os._exit(1)
+        contained = b""
         if rules:
             try:
-                apply_landlock(rules)
+                contained = bytes((confine.contain(rules),))
             except OSError as exc:
                 os.write(2, f"{CONTAINMENT_FAILED} {exc}\n".encode())
                 os._exit(CONTAINMENT_STATUS)
@@ -282,7 +195,7 @@ def _exec_harness(path: str, supervisor: int, rules: list[str]) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         env = _original_environ()
-        os.write(1, os.getpid().to_bytes(4, "little"))
+        os.write(1, os.getpid().to_bytes(4, "little") + contained)
         os.execve(path, [path], env)
     except BaseException as exc:
         _note(f"cannot start the harness {path}: {exc}")
