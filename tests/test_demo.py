@@ -18,7 +18,6 @@ import pytest
 from antigravity_sdk.cli.chat import run_chat
 from antigravity_sdk.cli.demo import NOTES_TEXT, demo_policies, demo_session, run_demo
 from antigravity_sdk.cli.report import DemoReport
-from antigravity_sdk.cli.shell import is_allow_listed, is_destructive
 from antigravity_sdk.errors import HarnessNotFoundError
 from antigravity_sdk.harness.install import find_harness
 from antigravity_sdk.policy import enforce
@@ -238,25 +237,38 @@ async def test_run_chat_with_a_policy_file_that_names_mcp_servers(
 
 
 @pytest.mark.parametrize(
-    ("command", "destructive", "listed"),
+    ("command", "rule"),
     [
-        ("rm -rf build", True, False),
-        ("rm -r x", True, False),
-        ("ls; rm -f x", True, False),
-        ("sudo ls", True, False),
-        ("cat notes.txt", False, True),
-        ("ls -la", False, True),
-        ("cat /etc/passwd", False, False),
-        ("cat ../x", False, False),
-        ("cat a > b", False, False),
-        ("python -c 1", False, False),
-        ("rmdir build", False, False),
+        ("rm -rf build", "no-destructive-shell"),
+        ("rm -r x", "no-destructive-shell"),
+        ("ls; rm -f x", "no-destructive-shell"),
+        ("sudo ls", "no-destructive-shell"),
+        ("/bin/rm -fr x", "no-destructive-shell"),
+        ("\\rm --recursive x", "no-destructive-shell"),
+        ('r""m -rf x', "no-destructive-shell"),
+        ('bash -c "sudo ls"', "no-destructive-shell"),
+        ("find . -delete", "no-destructive-shell"),
+        ("$CMD x", "no-destructive-shell"),  # cannot be checked: denied
+        ("cat notes.txt", "safe-shell"),
+        ("ls -la", "safe-shell"),
+        ("ls | grep x && wc -l notes.txt", "safe-shell"),
+        ("cat /etc/passwd", "workspace_only"),
+        ("cat ../x", "workspace_only"),
+        ("cat a > /tmp/b", "workspace_only"),
+        ("python -c 1", "shell-not-allow-listed"),
+        ("rmdir build", "shell-not-allow-listed"),
+        ("ls; curl x", "shell-not-allow-listed"),
     ],
 )
-def test_shell_predicates(command: str, destructive: bool, listed: bool) -> None:
-    args = {"CommandLine": command}
-    assert is_destructive(args) is destructive
-    assert is_allow_listed(args) is listed
+async def test_demo_shell_rules(command: str, rule: str, tmp_path: Path) -> None:
+    """The demo's command rules: destructive commands in any spelling and lines that cannot
+    be checked are denied, the read-only allow-list holds only when every command is on it,
+    and workspace_only checks the paths the line names."""
+    enforcer = enforce(demo_policies(str(tmp_path)))
+    call = ToolCall(name="run_command", args={"CommandLine": command, "Cwd": str(tmp_path)})
+    decision = await enforcer.evaluate(call, ask=False)
+    assert decision.policy is not None, command
+    assert (decision.policy.label, decision.allow) == (rule, rule == "safe-shell"), command
 
 
 async def test_demo_policies_decide_like_the_transcript(tmp_path: Path) -> None:

@@ -19,12 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "policies.toml"
 
 # Every name the package exports: the module's names before it became a package, then
-# the ones added with it (BUCKETS, PolicyFile).
+# the ones added with it (BUCKETS, PolicyFile), then lint's (Finding, lint).
 PUBLIC = (
     "AskHandler", "Decision", "Policy", "PolicyDecision", "PolicyEnforcer", "Predicate",
     "TraceEntry", "allow", "allow_all", "allow_mcp", "ask_user", "ask_user_mcp",
     "confirm_run_command", "deny", "deny_all", "deny_mcp", "enforce", "load", "workspace_only",
-    "BUCKETS", "PolicyFile",
+    "BUCKETS", "PolicyFile", "Finding", "lint",
+    "CommandPredicate", "ParsedLine", "SimpleCommand", "UnprovableCommand", "allow_commands",
+    "ask_commands", "deny_commands", "parse_command_line",
 )  # fmt: skip
 
 

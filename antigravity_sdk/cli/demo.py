@@ -41,7 +41,7 @@ from .report import (
     print_footer,
     print_header,
 )
-from .shell import SAFE_COMMANDS, is_allow_listed, no_destructive_shell
+from .shell import no_destructive_shell, safe_shell
 
 if TYPE_CHECKING:
     from ..harness.config import ModelSettings
@@ -77,10 +77,6 @@ FAKE_SECRET: Final = "API_KEY=sk_live_51Hdemo0000000000000000000000"  # not a re
 # -- policies -------------------------------------------------------------------------------
 
 
-def _not_allow_listed(args: dict[str, Any]) -> bool:
-    return not is_allow_listed(args)
-
-
 def demo_policies(workspace: str | os.PathLike[str]) -> list[Any]:
     """The demo's policy set; every bucket it uses is named in the output.
 
@@ -93,14 +89,7 @@ def demo_policies(workspace: str | os.PathLike[str]) -> list[Any]:
     return [
         no_destructive_shell(),
         policy.workspace_only([workspace]),
-        policy.deny(
-            "run_command",
-            when=_not_allow_listed,
-            name="shell-not-allow-listed",
-            reason="Denied by policy 'shell-not-allow-listed': only simple read-only "
-            f"commands ({', '.join(sorted(SAFE_COMMANDS))}) on workspace paths may run.",
-        ),
-        policy.allow("run_command", when=is_allow_listed, name="safe-shell"),
+        *safe_shell(),
         policy.allow_all(),
     ]
 

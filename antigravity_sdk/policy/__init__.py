@@ -8,13 +8,25 @@ files (TOML) load into a `PolicyFile` with `load()`.
 
 One module per concept, all private; this package is the public surface:
 `_rules` (policies, builders, buckets), `_workspace` (`workspace_only`), `_engine`
-(compilation and evaluation), `_file` (the TOML rule language).
+(compilation and evaluation), `_file` (the TOML rule language), `_lint` (`lint`: rules
+that can never decide).
 """
 
 from __future__ import annotations
 
+from ._commands import (
+    CommandPredicate,
+    ParsedLine,
+    SimpleCommand,
+    UnprovableCommand,
+    allow_commands,
+    ask_commands,
+    deny_commands,
+    parse_command_line,
+)
 from ._engine import PolicyDecision, PolicyEnforcer, TraceEntry, enforce
 from ._file import PolicyFile, load
+from ._lint import Finding, lint
 from ._rules import (
     BUCKETS,
     AskHandler,
@@ -36,23 +48,33 @@ from ._workspace import workspace_only
 __all__ = [
     "BUCKETS",
     "AskHandler",
+    "CommandPredicate",
     "Decision",
+    "Finding",
+    "ParsedLine",
     "Policy",
     "PolicyDecision",
     "PolicyEnforcer",
     "PolicyFile",
     "Predicate",
+    "SimpleCommand",
     "TraceEntry",
+    "UnprovableCommand",
     "allow",
     "allow_all",
+    "allow_commands",
     "allow_mcp",
+    "ask_commands",
     "ask_user",
     "ask_user_mcp",
     "confirm_run_command",
     "deny",
     "deny_all",
+    "deny_commands",
     "deny_mcp",
     "enforce",
+    "lint",
     "load",
+    "parse_command_line",
     "workspace_only",
 ]

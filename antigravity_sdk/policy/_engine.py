@@ -42,6 +42,7 @@ from ._rules import (
     Decision,
     McpServerConfig,
     Policy,
+    Undecidable,
     _bucket,
     _is_duration,
     _parse_pattern,
@@ -302,14 +303,19 @@ def _describe(exc: BaseException) -> str:
 def _predicate_failed(rule: _Rule, call: ToolCall, exc: BaseException) -> HookResult | None:
     """Fail-safe: a broken predicate denies for DENY/ASK_USER, does not match for APPROVE."""
     label, what = rule.policy.label, _describe(exc)
+    undecidable = isinstance(exc, Undecidable)
     if rule.policy.decision is Decision.APPROVE:
-        logger.warning(
+        logger.log(
+            logging.INFO if undecidable else logging.WARNING,
             "policy %r: predicate failed on %s (%s); the policy does not match",
             label,
             call.qualified_name,
             what,
         )
         return None
+    if undecidable:
+        logger.info("policy %r: %s cannot be judged (%s); denying", label, call.name, exc)
+        return HookResult.denied(f"Denied by policy '{label}': {exc}.")
     logger.error(
         "policy %r: predicate failed on %s (%s); denying", label, call.qualified_name, what
     )

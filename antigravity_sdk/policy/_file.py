@@ -1,7 +1,8 @@
 """Policies as data: the TOML rule language, and `load` that reads it into a `PolicyFile`.
 
 A file lists `[[rule]]` tables (a pattern, a decision, an optional `when` condition
-over the call's arguments) and the MCP servers its rules may name. Every error is a
+over the call's arguments, or `command` patterns for `run_command`) and the MCP servers
+its rules may name. Every error is a
 `PolicyError` naming the file, the rule and the key.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from ..errors import PolicyError
+from ._commands import CommandPredicate, Mode
 from ._rules import AskHandler, Decision, Policy, _is_duration, _parse_pattern
 from ._workspace import workspace_only
 
@@ -26,8 +28,13 @@ _DECISIONS: Final = {
     "deny": Decision.DENY,
     "ask_user": Decision.ASK_USER,
 }
-_RULE_KEYS: Final = frozenset({"tool", "decision", "name", "reason", "when", "timeout"})
-_STRING_OPS: Final = ("contains", "startswith", "endswith", "regex", "glob")
+_RULE_KEYS: Final = frozenset({"tool", "decision", "name", "reason", "when", "timeout", "command"})
+_MODES: Final[Mapping[Decision, Mode]] = {
+    Decision.APPROVE: "allow",
+    Decision.DENY: "deny",
+    Decision.ASK_USER: "ask",
+}
+_STRING_OPS: Final = ("contains", "startswith", "endswith", "regex", "glob", "commands")
 _OPS: Final = ("equals", *_STRING_OPS)
 _MAX_CONDITION_DEPTH: Final = 32
 """How deep `all` / `any` / `not` may nest: far beyond any real rule, and well inside
@@ -69,6 +76,8 @@ def _check(op: str, operand: Any, value: Any) -> bool:
         return value.endswith(operand)
     if op == "regex":
         return any(p.search(value) for p in operand)
+    if op == "commands":  # every command of the line matches: the allow_commands proof
+        return bool(operand({"CommandLine": value}))
     return any(fnmatch.fnmatchcase(value, p) for p in operand)
 
 
@@ -154,12 +163,50 @@ def _condition(node: object, where: str, depth: int = 0) -> Callable[[Mapping[st
                 checks.append((op, tuple(re.compile(v) for v in values)))
             except (re.error, OverflowError, RecursionError, ValueError) as exc:
                 raise PolicyError(f"{where}.regex: invalid regular expression: {exc}") from None
+        elif op == "commands":
+            checks.append((op, CommandPredicate(values, "allow", f"{where}.commands")))
         else:
             checks.append((op, values))
     if not checks:
         raise PolicyError(f"{where}: a condition on {arg!r} needs one of {', '.join(_OPS)}")
     text = " and ".join(f"{arg} {op} {_shown(node[op])}" for op, _ in checks)
     return _Leaf(arg, checks, text)
+
+
+class _Both:
+    """A rule with `when` and `command`: the condition first, so that a line the command
+    rule cannot check only matters when the condition holds."""
+
+    __slots__ = ("command", "condition")
+
+    def __init__(
+        self, condition: Callable[[Mapping[str, Any]], bool], command: CommandPredicate
+    ) -> None:
+        self.condition = condition
+        self.command = command
+
+    def __call__(self, args: Mapping[str, Any]) -> bool:
+        return self.condition(args) and self.command(args)
+
+    def explain(self, line: str) -> list[str]:
+        """The command rule's explanation (`CommandPredicate.explain`)."""
+        return self.command.explain(line)
+
+    def __repr__(self) -> str:
+        return f"({self.condition!r}) and {self.command!r}"
+
+
+def _command_rule(table: Mapping[str, Any], decision: Decision, where: str) -> CommandPredicate:
+    patterns = table["command"]
+    if not isinstance(patterns, list):
+        raise PolicyError(
+            f"{where}: command: expected a list of command patterns, e.g. "
+            'command = ["npm test", "pytest"]'
+        )
+    try:
+        return CommandPredicate(patterns, _MODES[decision], "command")
+    except PolicyError as exc:
+        raise PolicyError(f"{where}: {exc}") from None
 
 
 class PolicyFile(list[Policy]):
@@ -269,12 +316,20 @@ def _parse_rule(
             f"{where}: decision: expected one of {', '.join(_DECISIONS)}, "
             f"got {table.get('decision')!r}"
         )
-    if "tool" not in table:
+    if "command" in table:
+        if table.get("tool", "run_command") not in ("run_command", ["run_command"]):
+            raise PolicyError(
+                f"{where}: tool: a rule with command patterns is on 'run_command', "
+                f"not {table['tool']!r}"
+            )
+        tools: tuple[str, ...] = ("run_command",)
+    elif "tool" not in table:
         raise PolicyError(
             f"{where}: tool: missing (a tool name, 'server/tool', 'server/*' or "
             "'*', or a list of them)"
         )
-    tools = _strings(table["tool"], f"{where}: tool")
+    else:
+        tools = _strings(table["tool"], f"{where}: tool")
     for tool in tools:
         try:
             _, server = _parse_pattern(tool)
@@ -296,7 +351,12 @@ def _parse_rule(
             raise PolicyError(
                 f"{where}: timeout: expected a positive, finite number of seconds, got {timeout!r}"
             )
-    predicate = _condition(table["when"], f"{where}: when") if "when" in table else None
+    predicate: Callable[[Mapping[str, Any]], bool] | None = None
+    if "when" in table:
+        predicate = _condition(table["when"], f"{where}: when")
+    if "command" in table:
+        command = _command_rule(table, decision, where)
+        predicate = command if predicate is None else _Both(predicate, command)
     handler = None
     if decision is Decision.ASK_USER:
         handler = _terminal() if ask_handler is None else ask_handler

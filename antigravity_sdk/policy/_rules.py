@@ -36,6 +36,13 @@ AskHandler: TypeAlias = Callable[[ToolCall], bool | Awaitable[bool]]
 McpServerConfig: TypeAlias = McpStdioServer | McpHttpServer
 
 
+class Undecidable(Exception):
+    """Raised by a predicate whose call cannot be judged (a command line that does not
+    reduce to plain words, say): the fail-safe rule applies as to any failure (a deny or
+    ask rule denies, an allow rule does not match), but as a decision, not an error: it
+    is logged at INFO, and the deny message gives the reason."""
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """One rule: calls matching `tool` get `decision` when `predicate` holds (or always).

@@ -3,7 +3,9 @@
 A target is resolved at call time the way the harness will act on it (`..` cleaned
 textually, and `..` after symlinks as `chdir` does): both must be inside a workspace.
 Paths that name process state (`/proc`, `/dev/fd`) or that the harness would read
-differently (relative, backslashes, URIs with a host) are denied.
+differently (relative, backslashes, URIs with a host) are denied. For `run_command` the
+paths its `CommandLine` names are checked too: every argument and redirection target
+that is absolute, starts with `~` or holds a `..` component (`_command_paths`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 from ..errors import PolicyError
 from ..harness.catalog import TOOLS
 from ._rules import Decision, Policy
+from ._shell import parse_command_line
 
 # From the tool catalogue: which argument of each built-in tool names a file-system
 # location, whether it may be left out (no images; an inline `Script`), whether it is a
@@ -192,8 +195,77 @@ class _AnyOutsideWorkspaces(_OutsideWorkspaces):
         return f"any of {self.key} outside {', '.join(self.roots)}"
 
 
+_DEVICES: Final = frozenset(
+    {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/tty"}
+    | {"/dev/stdin", "/dev/stdout", "/dev/stderr"}
+)
+"""Devices a command may name wherever the workspace is: they hold no files."""
+_EXPANDING: Final = ("$", "`", "*", "?", "[", "{")
+
+
+def _path_of(word: str, literal: bool) -> str:
+    """The part of a word that names a path the guard checks, or "": an absolute, `~` or
+    `..` path (after `--option=`), up to the first expansion in a word that is not a
+    literal (`/etc/pass*` checks `/etc`; `$HOME/x` cannot be checked)."""
+    if word.startswith("-"):
+        word = word.partition("=")[2]
+    if not literal:
+        cut = min((i for i in map(word.find, _EXPANDING) if i >= 0), default=len(word))
+        if cut < len(word):  # keep the directory before the expansion: "/etc/pass*" → "/etc"
+            head = word[:cut]
+            word = head.rpartition("/")[0] or head[:1]
+    if word.startswith(("/", "~")) or ".." in word.split("/"):
+        return word
+    return ""
+
+
+def _command_paths(line: str, cwd: object) -> list[str]:
+    """The absolute paths `line` names (arguments and redirection targets, see
+    `_path_of`): `~` expanded, relative ones joined to `cwd` ("" when there is none)."""
+    parsed = parse_command_line(line)
+    found = [
+        _path_of(word, i not in cmd.dynamic)
+        for cmd in parsed.commands
+        for i, word in enumerate(cmd.words)
+        if i
+    ]
+    found += [
+        _path_of(t, i not in parsed.dynamic_redirects) for i, t in enumerate(parsed.redirects)
+    ]
+    paths = []
+    for path in found:
+        if not path or path in _DEVICES:
+            continue
+        if path.startswith("~"):
+            path = os.path.expanduser(path)
+        if not path.startswith("/"):
+            path = f"{cwd}/{path}" if isinstance(cwd, str) and cwd.startswith("/") else ""
+        paths.append(path)
+    return paths
+
+
+class _CommandOutsideWorkspaces(_OutsideWorkspaces):
+    """For `run_command`: true (deny) if `Cwd` is outside, or a path the `CommandLine`
+    names (`_command_paths`) is; a relative `..` path without a usable `Cwd` denies."""
+
+    __slots__ = ()
+
+    def __call__(self, args: Mapping[str, Any]) -> bool:
+        if super().__call__(args):
+            return True
+        line = args.get("CommandLine")
+        if not isinstance(line, str):
+            return False
+        return any(self.outside(path) for path in _command_paths(line, args.get(self.key)))
+
+    def __repr__(self) -> str:
+        return f"{self.key} or a path in CommandLine outside {', '.join(self.roots)}"
+
+
 def _path_guard(tool: str, key: str, roots: tuple[str, ...]) -> _OutsideWorkspaces:
     kind = _AnyOutsideWorkspaces if tool in _PATH_LISTS else _OutsideWorkspaces
+    if tool == "run_command":
+        kind = _CommandOutsideWorkspaces
     return kind(key, roots, optional=tool in _OPTIONAL_PATHS, uris=tool not in _NO_URIS)
 
 
@@ -246,6 +318,11 @@ def workspace_only(
                 f"a path in {key} is outside it, or {key} is not a list of usable paths."
                 if tool in _PATH_LISTS
                 else f"{key} is outside it or not a usable absolute path."
+            )
+            + (
+                " So is every path the command line names (arguments and redirections)."
+                if tool == "run_command"
+                else ""
             ),
         )
         for tool, key in _PATH_ARGUMENTS.items()

@@ -62,7 +62,8 @@ async def test_policies_example_decides_each_call_as_documented(
     assert verdicts == [
         "run_command: ALLOWED by policy 'tests-only'",
         "run_command: DENIED by policy 'no-rm-rf'",
-        "run_command: DENIED by policy 'no-other-commands'",
+        "run_command: DENIED by policy 'no-rm-rf'",  # `| sh`: cannot be checked, so denied
+        "run_command: DENIED by policy 'no-other-commands'",  # npm test && curl ...
         "view_file: DENIED by policy 'workspace'",
         "db/drop_table: DENIED by policy 'no-destructive-sql'",
         "db/execute: ALLOWED by policy 'db'",
