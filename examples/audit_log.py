@@ -58,7 +58,7 @@ async def main() -> int:
         ]
     )
     rules = [
-        policy.deny("run_command", when=lambda a: a["CommandLine"].startswith("rm "), name="no-rm"),
+        policy.deny_commands(["rm"], name="no-rm"),
         policy.allow_all(),
     ]
     agent = (

@@ -155,7 +155,7 @@ def test_retry_policy_wire_sends_zero_explicitly() -> None:
 
 
 def test_default_agent_sends_the_bounded_retry_policy() -> None:
-    assert Agent.builder()._settings.retry == RetryPolicy()
+    assert Agent.builder()._settings.limits.retry == RetryPolicy()
     assert math.isclose(RetryPolicy().initial_backoff or 0, 1.0)
 
 

@@ -8,53 +8,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..errors import PolicyError
+from ._common import LOOP_ENV, Subparsers, event_loop_name, run_loop
 from .containment import add_containment_options, containment_from
+from .conversations import add_conversations
+from .policy import add_policy
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from ..harness.effects import SandboxStatus
-    from ..policy import PolicyEnforcer
 
-_T = TypeVar("_T")
-
-LOOP_ENV = "ANTIGRAVITY_LOOP"
-"""`ANTIGRAVITY_LOOP=asyncio` keeps the CLI on asyncio's own loop with uvloop installed."""
-
-
-def event_loop_name() -> str:
-    """The loop `run_loop` uses: `uvloop` when the `fast` extra is installed (and not opted
-    out of), else `asyncio`."""
-    if os.environ.get(LOOP_ENV, "").strip().lower() == "asyncio":
-        return "asyncio"
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "uvloop"
-
-
-def run_loop(main: Coroutine[Any, Any, _T]) -> _T:
-    """`asyncio.run(main)`, on uvloop when `event_loop_name()` says so: harness
-    callbacks cost less CPU on it (benches/bench_e2e.py)."""
-    if event_loop_name() == "uvloop":
-        import uvloop
-
-        return uvloop.run(main)
-    return asyncio.run(main)
-
-
-__all__ = ["COMMANDS", "build_parser", "main"]
-
-Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-
+__all__ = ["COMMANDS", "LOOP_ENV", "build_parser", "event_loop_name", "main", "run_loop"]
 
 # -- antigravity harness ---------------------------------------------------------------------
 
@@ -442,8 +411,6 @@ def add_audit(subparsers: Subparsers) -> None:
 
 # -- registry ---------------------------------------------------------------------------------
 
-from .conversations import add_conversations  # noqa: E402 - its own module, registered here
-from .policy import add_policy  # noqa: E402 - its own module, registered here
 
 COMMANDS: list[Callable[[Subparsers], None]] = [
     add_demo,

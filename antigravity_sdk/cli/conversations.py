@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..conversations import ConversationInfo
-    from ._commands import Subparsers
+    from ._common import Subparsers
 
 __all__ = ["add_conversations"]
 

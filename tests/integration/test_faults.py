@@ -65,7 +65,7 @@ async def test_missing_harness_binary(make_agent: AgentFactory) -> None:
     assert not model.started  # the model the agent started is stopped again
     # Private on purpose: no public surface tells whether an agent still holds a
     # connection (harness_pid is None here either way), and a failed start must drop it.
-    assert agent._conn is None
+    assert agent._session.conn is None
 
 
 # -- the harness dies ----------------------------------------------------------------------
@@ -356,6 +356,6 @@ async def test_rejected_config_fails_start_with_stderr_and_leaves_no_process(
     assert time.monotonic() - started < 10
     assert "ASK_USER requires is_dynamic=true" in info.value.stderr_tail
     assert not agent.started
-    assert agent._conn is None  # private on purpose: see test_missing_harness_binary
+    assert agent._session.conn is None  # private on purpose: see test_missing_harness_binary
     (pid,) = pids
     assert not process_alive(pid)  # it lingers on its own; start() killed it

@@ -154,9 +154,9 @@ class HangingSessionHooks(Hook):
 async def test_hanging_session_hooks_do_not_hang_start_or_stop(
     make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import antigravity_sdk.agent as agent_module
+    from antigravity_sdk.agent import _session
 
-    monkeypatch.setattr(agent_module, "_SESSION_HOOKS_TIMEOUT", 0.5)
+    monkeypatch.setattr(_session, "_SESSION_HOOKS_TIMEOUT", 0.5)
     agent, _ = make_agent(["still works"], hooks=[HangingSessionHooks()])
     async with asyncio.timeout(8):  # without the bound, start() would never return
         async with agent:

@@ -147,8 +147,8 @@ def test_vertex_project_and_location_come_from_the_environment(
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-proj")
     monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "us-east1")
     builder = Agent.builder().vertex_ai()
-    assert builder._settings.vertex is not None
-    assert (builder._settings.vertex.project, builder._settings.vertex.location) == (
+    assert builder._settings.model.vertex is not None
+    assert (builder._settings.model.vertex.project, builder._settings.model.vertex.location) == (
         "env-proj",
         "us-east1",
     )

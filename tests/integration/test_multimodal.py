@@ -40,7 +40,7 @@ PDF = b"%PDF-1.4\n%%EOF\n"
 
 def _sent_frames(agent: Agent) -> list[dict[str, Any]]:
     """Record every frame the agent sends from now on."""
-    conn = agent._conn
+    conn = agent._session.conn
     assert conn is not None
     sent: list[dict[str, Any]] = []
     send = conn.send
@@ -219,7 +219,7 @@ async def test_cancelling_while_an_image_is_sent_keeps_the_session(
     monkeypatch.setattr(wire, "encode_fragments", announcing)
     image = Image.from_bytes(JPEG + bytes(8_000_000), "image/jpeg")
     async with agent:
-        stream: Any = agent._conn._stream  # type: ignore[union-attr]
+        stream: Any = agent._session.conn._stream  # type: ignore[union-attr]
         drain = stream.drain
 
         async def slow_reader() -> None:  # as over a real network: each fragment waits

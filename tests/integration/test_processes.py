@@ -190,8 +190,8 @@ HOST = textwrap.dedent(
         pid_file = ws / "bg.pid"
         while not pid_file.exists() or not pid_file.read_text().strip():
             await asyncio.sleep(0.02)
-        print(json.dumps({"harness": agent._conn.pid, "command": int(pid_file.read_text())}),
-              flush=True)
+        harness = agent._session.conn.pid
+        print(json.dumps({"harness": harness, "command": int(pid_file.read_text())}), flush=True)
         await turn  # the host is killed long before
 
     asyncio.run(main())
