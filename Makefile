@@ -1,17 +1,24 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
-# Each checks the Python version, creates .venv if missing (or rebuilds one made by another
-# Python), installs the project with its extras, fetches the pinned harness binary into
-# the SDK's cache, and runs. `make test-all` also runs the suite on every supported
-# CPython found (3.11, 3.12, 3.13: on PATH or under pyenv), each in its own venv.
+# Each checks the Python version, creates its venv if missing (or rebuilds one made by
+# another Python), installs the project with its extras, fetches the pinned harness binary
+# into the SDK's cache, and runs. `make demo` uses .venv-demo with the `cli` extra only
+# (what a user installs: no development tools); `make test` uses .venv with `dev`.
+# `make test-all` also runs the suite on every supported CPython found (3.11, 3.12, 3.13:
+# on PATH or under pyenv), each in its own venv.
 
-PYTHON ?= python3
-VENV   := .venv
-BIN    := $(VENV)/bin
+PYTHON    ?= python3
+VENV      := .venv
+BIN       := $(VENV)/bin
+DEMO_VENV := .venv-demo
+DEMO_BIN  := $(DEMO_VENV)/bin
 
-.PHONY: demo test test-all lint typecheck unit bench harness venv clean
+.PHONY: demo demo-venv test test-all lint typecheck unit bench harness venv clean
 
 venv:
 	@scripts/venv.sh $(PYTHON) $(VENV) dev
+
+demo-venv:
+	@scripts/venv.sh $(PYTHON) $(DEMO_VENV) cli
 
 # The harness (a 44 MB download, about 130 MB unpacked) goes to the SDK's cache, outside
 # the repo; the command is idempotent and returns at once when the pinned version is there.
@@ -20,9 +27,12 @@ harness: venv
 	@echo "==> harness: $(BIN)/antigravity harness install (first run: a 44 MB download)"
 	@$(BIN)/antigravity harness install
 
-demo: harness
-	@echo "==> demo: $(BIN)/antigravity demo"
-	@$(BIN)/antigravity demo
+# The demo needs the SDK and its `cli` extra, nothing of the development toolchain.
+demo: demo-venv
+	@echo "==> harness: $(DEMO_BIN)/antigravity harness install (first run: a 44 MB download)"
+	@$(DEMO_BIN)/antigravity harness install
+	@echo "==> demo: $(DEMO_BIN)/antigravity demo"
+	@$(DEMO_BIN)/antigravity demo
 
 lint: venv
 	@echo "==> lint: ruff check, ruff format --check"
@@ -52,4 +62,4 @@ bench: harness
 	$(BIN)/python benches/bench_core.py
 
 clean:
-	rm -rf $(VENV) .venv-3.* build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_VENV) .venv-3.* build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -14,6 +14,7 @@ the prompt or change how the rest looks is shown as an escape instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -127,4 +128,32 @@ async def confirm_in_terminal(tool_call: ToolCall) -> bool:
     if stdin is None or not stdin.isatty():
         logger.warning("no terminal to confirm %s; denying", tool_call.qualified_name)
         return False
-    return await asyncio.to_thread(_prompt, tool_call)
+    return await _in_daemon_thread(tool_call)
+
+
+async def _in_daemon_thread(tool_call: ToolCall) -> bool:
+    """`_prompt(tool_call)` in a daemon thread. Not `asyncio.to_thread`: a question left
+    unanswered (Ctrl-C cancelled the turn) would keep the process from exiting, since
+    `asyncio.run` waits for its executor's threads, and this one waits for Enter."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[bool] = loop.create_future()
+
+    def settle(result: bool, exc: Exception | None) -> None:
+        if answer.done():  # cancelled meanwhile
+            return
+        if exc is not None:
+            answer.set_exception(exc)
+        else:
+            answer.set_result(result)
+
+    def ask() -> None:
+        result, error = False, None
+        try:
+            result = _prompt(tool_call)
+        except Exception as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=ask, name="antigravity-confirm", daemon=True).start()
+    return await answer

@@ -33,6 +33,9 @@ from .policy import PolicyEnforcer
 from .types import ChatResponse, HookResult, ToolCall, ToolResult
 
 INSTALL: Final = "pip install 'antigravity-sdk[otel]'"
+SDK_INSTALL: Final = "pip install opentelemetry-sdk"
+"""The `otel` extra is OpenTelemetry's API only, as for any instrumented library: the
+application installs an SDK (this one, or another) to record and export the spans."""
 
 try:
     from opentelemetry import context as otel_context
@@ -40,18 +43,28 @@ try:
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError(
-        f"tracing needs OpenTelemetry, which is not installed: {INSTALL} ({exc})"
+        f"tracing needs OpenTelemetry, which is not installed: {INSTALL} (its API; "
+        f"{SDK_INSTALL} too to record and export the spans) ({exc})"
     ) from exc
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
     from opentelemetry.util.types import AttributeValue
 
-__all__ = ["INSTALL", "TracedHookRunner", "Tracing"]
+__all__ = ["INSTALL", "SDK_INSTALL", "TracedHookRunner", "Tracing"]
 
 logger = logging.getLogger("antigravity_sdk.tracing")
 
 Attributes = Mapping[str, "AttributeValue"]
+
+_warned = False  # NO_PROVIDER was logged (once a process)
+
+NO_PROVIDER: Final = (
+    "tracing(): no OpenTelemetry TracerProvider is set, so the spans are recorded nowhere "
+    "(the otel extra is the API only); to see them, " + SDK_INSTALL + " and set one with an "
+    "exporter: trace.set_tracer_provider(provider), or tracing(provider) (docs/api.md, "
+    "'Tracing with OpenTelemetry')"
+)
 
 
 class Tracing:
@@ -72,6 +85,19 @@ class Tracing:
             "antigravity_sdk", __version__, tracer_provider=tracer_provider
         )
         self.agent_name = agent_name
+        self.provider = tracer_provider
+
+    def check_provider(self) -> None:
+        """At a turn's start, warn (once a process) when its spans go nowhere: no provider
+        given and none set globally (the API alone records nothing), or the API's no-op
+        one. The agent goes on, untraced in effect, as the OpenTelemetry API intends."""
+        global _warned
+        if _warned:
+            return
+        provider = self.provider if self.provider is not None else trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            _warned = True
+            logger.warning(NO_PROVIDER)
 
     def hook_runner(
         self,
@@ -304,6 +330,7 @@ class TracedHookRunner(HookRunner):
         check_rewrite: RewriteCheck = plain_rewrite,
     ) -> None:
         self.spans = _Spans(tracing.tracer)
+        self.tracing = tracing
         self.agent_name = tracing.agent_name
         self.turn_attributes = dict(turn_attributes)
         self.turn_span: Span | None = None
@@ -330,6 +357,7 @@ class TracedHookRunner(HookRunner):
         if conversation_id:
             attributes["gen_ai.conversation.id"] = conversation_id
         self._turn_error = False
+        self.tracing.check_provider()
         self.turn_span = self.spans.start(name, attributes, kind=SpanKind.CLIENT)
 
     def turn_ended(self, ended: TurnEnded, denial: HookResult | None) -> None:

@@ -417,7 +417,7 @@ def test_policy_errors_name_the_rule_as_the_file_does(tmp_path: Path) -> None:
         '[[rule]]\nname = "typo"\ntool = "veiw_file"\ndecision = "allow"\n'
     )
     proc = run_cli("policy", "check", str(bad))
-    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.returncode == 2 and proc.stdout == ""
     assert f"{bad}: rule #3 ('typo'): no tool is called 'veiw_file'" in proc.stderr
     assert "did you mean 'view_file'?" in proc.stderr
     assert "policy #" not in proc.stderr

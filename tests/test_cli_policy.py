@@ -44,10 +44,10 @@ def test_check_reports_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     bad = tmp_path / "bad.toml"
     bad.write_text("[[rule]]\nname = 'oops'\ntool = 'run_*'\ndecision = 'deny'\n")
     code, out, err = run(capsys, "policy", "check", str(bad))
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert "rule #1 ('oops'): tool: malformed" in err
     code, _, err = run(capsys, "policy", "check", str(tmp_path / "missing.toml"))
-    assert code == 1 and "missing.toml" in err
+    assert code == 2 and "missing.toml" in err
 
 
 def test_explain_prints_decision_and_trace(capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,7 +109,7 @@ def test_broken_files_are_one_error_line_without_traceback(tmp_path: Path, name:
     elif name == "a-directory":
         path.mkdir()
     root = str(Path(__file__).resolve().parent.parent)
-    for command, code in ((["check"], 1), (["explain"], 2)):
+    for command, code in ((["check"], 2), (["explain"], 2)):
         argv = [str(path), "run_command"] if command == ["explain"] else [str(path)]
         proc = subprocess.run(
             [sys.executable, "-m", "antigravity_sdk", "policy", *command, *argv],

@@ -145,10 +145,10 @@ async def test_run_demo_transcript(offline: None, monkeypatch: pytest.MonkeyPatc
     assert "↳ ran: exit 0" in text
     assert "model's answer:" in text and "Summary of the session" in text
     assert re.search(r"tool calls\s+7", text) and re.search(r"denied\s+4", text)
-    assert "median decision latency" in text and "turn wall time" in text
+    assert "median time to decide" in text and "turn wall time" in text
     assert "checks: 7/7 as expected" in text
     head = next(line for line in lines if "arguments" in line)
-    assert "latency" in head and "decision" not in head
+    assert head.rstrip().endswith("decided in") and "latency" not in head
 
 
 @pytest.mark.harness

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._common import LOOP_ENV, Subparsers, event_loop_name, run_loop
+from ._common import EXIT_CODES, LOOP_ENV, Subparsers, event_loop_name, run_loop
 from .containment import add_containment_options, containment_from
 from .conversations import add_conversations
 from .policy import add_policy
@@ -21,6 +21,7 @@ from .policy import add_policy
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ..containment import ContainmentInForce
     from ..harness.effects import SandboxStatus
 
 __all__ = ["COMMANDS", "LOOP_ENV", "build_parser", "event_loop_name", "main", "run_loop"]
@@ -94,10 +95,12 @@ def add_harness(subparsers: Subparsers) -> None:
 # -- antigravity doctor ----------------------------------------------------------------------
 
 
-async def _initialize(harness: Path, root: Path, contained: bool) -> SandboxStatus | None:
+async def _initialize(
+    harness: Path, root: Path, contained: bool
+) -> tuple[SandboxStatus | None, ContainmentInForce | None]:
     """Start the harness in `root` (contained as an agent's would be, when `contained`),
     initialize a conversation (no model is called), and return what the harness says
-    about its command sandbox."""
+    about its command sandbox, and the containment the kernel put in force."""
     from ..containment import DEFAULT_CONTAINMENT, landlock_abi, plan
     from ..harness.config import ModelSettings, harness_config
     from ..harness.connection import LocalConnection
@@ -138,7 +141,7 @@ async def _initialize(harness: Path, root: Path, contained: bool) -> SandboxStat
                     raise frame
                 for effect in core.receive(frame):
                     if isinstance(effect, Initialized):
-                        return effect.sandbox
+                        return effect.sandbox, conn.containment
     finally:
         await conn.close()
 
@@ -200,9 +203,12 @@ def _doctor(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="antigravity-doctor-") as tmp:
             root = Path(os.path.realpath(tmp))  # the kernel compares resolved paths
-            sandbox = run_loop(_initialize(found.path, root, contained))
+            sandbox, in_force = run_loop(_initialize(found.path, root, contained))
         started = "starts" + (" contained" if contained else "")
         print(f"[ OK ] harness {started}, completes its handshake and initializes a conversation")
+        if in_force is not None:  # what only the contained start itself can tell
+            private = ", ".join(in_force.private) or "nothing (no user namespaces here)"
+            print(f"       its own: {private}; seccomp filter: {in_force.filtered}")
         # Informational: the SDK leaves the harness's sandbox off (see docs/decisions.md).
         if sandbox is None:
             print("[INFO] harness command sandbox: not reported by this harness")
@@ -283,16 +289,26 @@ def _audit_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    """`run_demo`, with the error that stops the session on stderr (the report on
+    stdout): 0 as designed, 1 not, 2 not runnable (no harness, an unusable model)."""
+    from ..errors import AntigravityError
+    from .demo import demo_session
+    from .report import print_error
 
-    return run_loop(
-        run_demo(
-            base_url=args.base_url,
-            model=args.model,
-            audit_log=args.audit_log,
-            containment=containment_from(args),
+    try:
+        report = run_loop(
+            demo_session(
+                base_url=args.base_url,
+                model=args.model,
+                out=sys.stdout,
+                audit_log=args.audit_log,
+                containment=containment_from(args),
+            )
         )
-    )
+    except AntigravityError as exc:
+        sys.stdout.flush()
+        return print_error(sys.stderr, exc)
+    return 0 if report.ok else 1
 
 
 def _chat(args: argparse.Namespace) -> int:
@@ -308,22 +324,41 @@ def _chat(args: argparse.Namespace) -> int:
                     base_url=args.base_url,
                     model=args.model,
                     containment=containment_from(args),
+                    model_timeout=args.timeout,
                 )
             )
         except KeyboardInterrupt:  # Ctrl-C outside a turn and the prompt (starting, say)
             return 130
     from .chat import run_chat
 
-    return run_loop(
-        run_chat(
-            args.prompt,
-            policies_file=args.policies,
-            base_url=args.base_url,
-            model=args.model,
-            audit_log=args.audit_log,
-            containment=containment_from(args),
+    try:
+        return run_loop(
+            run_chat(
+                args.prompt,
+                policies_file=args.policies,
+                base_url=args.base_url,
+                model=args.model,
+                audit_log=args.audit_log,
+                containment=containment_from(args),
+                model_timeout=args.timeout,
+            )
         )
-    )
+    except KeyboardInterrupt:  # a second Ctrl-C as the loop closes (run_chat has the first)
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _seconds(value: str) -> float:
+    """A `--timeout`: a finite number of seconds > 0."""
+    import math
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
+    return seconds
 
 
 def add_demo(subparsers: Subparsers) -> None:
@@ -348,6 +383,16 @@ def add_chat(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--policies", metavar="FILE", help="a TOML policy file")
     _model_options(parser)
+    from .waiting import DEFAULT_TIMEOUT
+
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT,
+        help="how long to wait for the model's answer each time it is called, before the "
+        f"turn is stopped with an error naming the endpoint (default {DEFAULT_TIMEOUT:g})",
+    )
     _audit_option(parser)
     add_containment_options(parser)
     parser.set_defaults(run=_chat)
@@ -436,11 +481,24 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in COMMANDS:
         register(subparsers)
+    _exit_codes_epilog(parser)
     return parser
 
 
+def _exit_codes_epilog(parser: argparse.ArgumentParser) -> None:
+    """Give `parser` and every subcommand's parser under it the exit-code scheme as the
+    epilog of its --help (one text: `_common.EXIT_CODES`)."""
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _exit_codes_epilog(sub)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (2 for usage errors)."""
+    """Run the command line; returns the exit code (`_common.EXIT_CODES`: 0 yes, 1 no or
+    failed, 2 not runnable, e.g. a usage error)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

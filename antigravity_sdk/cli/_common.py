@@ -9,7 +9,21 @@ import os
 from collections.abc import Coroutine
 from typing import Any, TypeAlias, TypeVar
 
-__all__ = ["LOOP_ENV", "Subparsers", "event_loop_name", "run_loop"]
+__all__ = ["EXIT_CODES", "LOOP_ENV", "Subparsers", "event_loop_name", "run_loop"]
+
+EXIT_CODES = """\
+exit codes, the same for every command:
+  0    done, and the answer is yes: valid, allowed, clean, every case passes, intact
+  1    it ran, and the answer is no or what it ran failed: a call denied or asked
+       about (policy explain), lint warnings, a test case mismatch, decisions a replay
+       changes, a broken audit chain, a failed turn or demo, a failed doctor check or
+       download, no harness found (harness path, doctor)
+  2    not runnable: bad arguments; a missing, unreadable or invalid input file (a
+       policy file, cases, an audit log, a save dir); a tool no policy could decide;
+       no harness to start (chat, demo); no model configured
+  130  interrupted (Ctrl-C)"""
+"""The exit-code scheme of every `antigravity` command: the epilog of `--help` (README,
+"Command line"; docs/api.md)."""
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What an `add_*` registrar adds its subcommand's parser to."""

@@ -2,9 +2,11 @@
 how it decides a call, find rules that can never decide, check it against expected
 decisions (CI), and replay an audit log under it.
 
-Exit codes: `check` 0 valid / 1 invalid; `explain` 0 allowed / 1 denied or asks / 2 bad
-input; `lint` 0 clean / 1 warnings / 2 errors; `test` 0 every case passes / 1 a mismatch
-/ 2 not runnable; `replay` 0 nothing changes / 1 some decisions change / 2 not runnable.
+Exit codes, as for every command (`_common.EXIT_CODES`): 0 the answer is yes, 1 it is no,
+2 not runnable. `check` 0 valid / 2 invalid; `explain` 0 allowed / 1 denied or asks / 2
+bad input (an invalid file, a tool no policy could decide); `lint` 0 clean / 1 warnings /
+2 errors (an invalid file); `test` 0 every case passes / 1 a mismatch / 2 not runnable;
+`replay` 0 nothing changes / 1 some decisions change / 2 not runnable.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import PolicyError
-from ._common import run_loop
+from ._common import EXIT_CODES, run_loop
 
 if TYPE_CHECKING:
     from ..policy import PolicyDecision, PolicyEnforcer, PolicyFile
@@ -41,18 +43,41 @@ def _load(path: str) -> PolicyFile | None:
         return None
 
 
-def _load_enforcer(path: str) -> PolicyEnforcer | None:
-    """The policy file's enforcer, or None after printing why it is invalid."""
+def _load_enforcer(path: str) -> tuple[PolicyFile, PolicyEnforcer] | None:
+    """The policy file and its enforcer, or None after printing why it is invalid."""
     from .. import policy
 
     loaded = _load(path)
     if loaded is None:
         return None
     try:
-        return policy.enforce(loaded, loaded.mcp_servers)
+        return loaded, policy.enforce(loaded, loaded.mcp_servers)
     except PolicyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
+
+
+def _undecidable(call: ToolCall, mcp_servers: Sequence[str]) -> str:
+    """Why no policy could ever decide `call`, or "": refused as a rule naming its tool
+    is (`enforce()`'s words and did-you-mean), so that a typo is not answered ALLOWED by
+    a catch-all rule. An MCP call must name one of `mcp_servers` when the file declares
+    some (the tools a server offers are not known here)."""
+    import difflib
+
+    from ..policy._engine import _RULE_TOOLS, _unmatchable
+
+    if not call.name:
+        return f"{call.qualified_name!r}: expected a tool name, or server/tool for MCP"
+    if call.server_name is None:
+        return "" if call.name in _RULE_TOOLS else _unmatchable(call.name, frozenset(), rule=False)
+    if not mcp_servers or call.server_name in mcp_servers:
+        return ""
+    close = difflib.get_close_matches(call.server_name, mcp_servers, n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"{call.qualified_name!r}: server {call.server_name!r} is not among the file's "
+        f"mcp_servers ({', '.join(mcp_servers)}){hint}"
+    )
 
 
 @contextlib.contextmanager
@@ -114,12 +139,12 @@ def _policy_check(args: argparse.Namespace) -> int:
 
     loaded = _load(args.file)
     if loaded is None:
-        return 1
+        return 2
     try:
         enforcer = policy.enforce(loaded, loaded.mcp_servers)
     except PolicyError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     count = len(enforcer.policies)
     if count == 0:
         print(f"{args.file}: OK, but it has no rules: on its own it allows every tool call")
@@ -173,8 +198,13 @@ def _policy_explain(args: argparse.Namespace) -> int:
         print("error: ARGS_JSON must be a JSON object", file=sys.stderr)
         return 2
     call = _call(args.tool, call_args)
-    enforcer = _load_enforcer(args.file)
-    if enforcer is None:
+    compiled = _load_enforcer(args.file)
+    if compiled is None:
+        return 2
+    loaded, enforcer = compiled
+    problem = _undecidable(call, loaded.mcp_servers)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     with _quiet_engine():
         decision = run_loop(enforcer.evaluate(call, ask=False))
@@ -273,9 +303,17 @@ def _policy_test(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    enforcer = _load_enforcer(args.file)
-    if enforcer is None:
+    compiled = _load_enforcer(args.file)
+    if compiled is None:
         return 2
+    loaded, enforcer = compiled
+    for case in cases:
+        problem = _undecidable(case.call, loaded.mcp_servers)
+        if problem:
+            name = f" ({case.name!r})" if case.name else ""
+            where = f"{args.cases}: case #{case.number}{name}"
+            print(f"error: {where}: tool: {problem}", file=sys.stderr)
+            return 2
     with _quiet_engine():
         decisions = run_loop(_evaluate_all(enforcer, [case.call for case in cases]))
     rows: list[list[str]] = []
@@ -354,9 +392,10 @@ def _replayable(entries: list[dict[str, Any]], markers: frozenset[str]) -> _Repl
 def _policy_replay(args: argparse.Namespace) -> int:
     from ..audit import read_entries
 
-    enforcer = _load_enforcer(args.file)
-    if enforcer is None:
+    compiled = _load_enforcer(args.file)
+    if compiled is None:
         return 2
+    _, enforcer = compiled
     try:
         entries, unreadable = read_entries(args.audit_log)
     except OSError as exc:
@@ -406,16 +445,24 @@ def _policy_replay(args: argparse.Namespace) -> int:
 
 def add_policy(subparsers: Subparsers) -> None:
     """`antigravity policy check|explain|lint|test|replay`."""
-    parser = subparsers.add_parser("policy", help="validate, explain, lint and test policy files")
+    parser = subparsers.add_parser(
+        "policy",
+        help="validate, explain, lint and test policy files",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
     check = commands.add_parser(
-        "check", help="validate a policy file and list its rules in evaluation order"
+        "check",
+        help="validate a policy file and list its rules in evaluation order (exit 0 valid, "
+        "2 invalid)",
     )
     check.add_argument("file", metavar="FILE", help="a TOML policy file")
     check.set_defaults(run=_policy_check)
     explain = commands.add_parser(
         "explain",
-        help="show how a policy file decides one tool call (exit 0 allowed, 1 denied)",
+        help="show how a policy file decides one tool call (exit 0 allowed, 1 denied or "
+        "asks, 2 an invalid file or a tool no policy could decide)",
     )
     explain.add_argument("file", metavar="FILE", help="a TOML policy file")
     explain.add_argument("tool", metavar="TOOL", help="a tool name, or server/tool for MCP")
@@ -425,7 +472,8 @@ def add_policy(subparsers: Subparsers) -> None:
     explain.set_defaults(run=_policy_explain)
     lint = commands.add_parser(
         "lint",
-        help="find rules that can never decide (exit 0 clean, 1 warnings, 2 errors)",
+        help="find rules that can never decide (exit 0 clean, 1 warnings, 2 errors: an "
+        "invalid file)",
     )
     lint.add_argument("file", metavar="FILE", help="a TOML policy file")
     lint.add_argument(
@@ -437,14 +485,16 @@ def add_policy(subparsers: Subparsers) -> None:
     lint.set_defaults(run=_policy_lint)
     test = commands.add_parser(
         "test",
-        help="decide each case of CASES.toml and compare (exit 0 all pass, 1 a mismatch)",
+        help="decide each case of CASES.toml and compare (exit 0 all pass, 1 a mismatch, "
+        "2 not runnable)",
     )
     test.add_argument("file", metavar="FILE", help="a TOML policy file")
     test.add_argument("cases", metavar="CASES", help="a TOML file of [[case]] tables")
     test.set_defaults(run=_policy_test)
     replay = commands.add_parser(
         "replay",
-        help="decide an audit log's calls again under FILE and print what would change",
+        help="decide an audit log's calls again under FILE and print what would change "
+        "(exit 0 nothing, 1 some outcomes change, 2 not runnable)",
     )
     replay.add_argument("file", metavar="FILE", help="the candidate TOML policy file")
     replay.add_argument("audit_log", metavar="AUDIT", help="a JSON-lines audit log")

@@ -2,7 +2,7 @@
 
 Input is `prompt_toolkit`'s, rendering `rich`'s (the `cli` extra). Each turn streams
 (`Agent.stream`): text as it arrives, each tool call as a decision row (rule, bucket,
-latency; `report.DecisionReporter`) with what became of it, and each error the harness
+decided in; `report.DecisionReporter`) with what became of it, and each error the harness
 reports as it happens. ASK rules are answered at a y/N prompt. Ctrl-C cancels the turn
 (`Agent.cancel()`: the session goes on), Ctrl-D or /exit ends the session.
 
@@ -34,7 +34,7 @@ from ..errors import (
     TurnDeniedError,
 )
 from ..interactive import _describe
-from .chat import chat_policies
+from .chat import chat_policies, load_policy_file
 from .containment import containment_lines
 from .report import (
     DecisionReporter,
@@ -44,6 +44,7 @@ from .report import (
     print_error,
     printable,
 )
+from .waiting import DEFAULT_TIMEOUT, ModelWait, model_endpoint, turn_timeout
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -74,6 +75,7 @@ class _ConsoleLog(logging.Handler):
             return
         if record.name == "antigravity_sdk.agent" and record.msg == _HARNESS_ERROR:
             return
+        self.reporter.activity()
         self.reporter.line_break()
         self.reporter.console.print(Text(f"log: {record.getMessage()}", style="dim"))
 
@@ -93,6 +95,7 @@ class Repl:
         save_dir: Path,
         console: Console,
         containment: Containment | None = DEFAULT_CONTAINMENT,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.settings = settings
         self.containment = containment
@@ -100,6 +103,7 @@ class Repl:
         self.save_dir = save_dir
         self.console = console
         self.reporter = DecisionReporter(console, workspace=str(workspace))
+        self.wait = ModelWait(self.reporter, model_endpoint(settings), timeout, console=console)
         self.policies = chat_policies(policies_file, workspace, self.reporter.asking(self._ask))
         self.input: PromptSession[str] = PromptSession()
         self.history: list[tuple[str, str]] = []  # (prompt, answer or what ended the turn)
@@ -107,6 +111,7 @@ class Repl:
         self.agent: Agent | None = None
         self._produced = False
         self._cancelling: asyncio.Future[bool] | None = None
+        self._cancelled = False  # the running turn was cancelled: ask nothing more
 
     def build(self, resume: str | None = None) -> Agent:
         from ..agent import Agent
@@ -122,6 +127,7 @@ class Repl:
             .save_dir(self.save_dir / "conversations")
             .app_data_dir(self.save_dir / "app-data")
             .containment(self.containment)
+            .turn_timeout(turn_timeout(self.wait.timeout))
         )
         if resume:
             builder.resume(resume)
@@ -133,8 +139,11 @@ class Repl:
 
     async def _ask(self, call: ToolCall) -> bool:
         """A y/N question on the terminal (default no); Ctrl-C or Ctrl-D refuses and
-        cancels the turn."""
+        cancels the turn. Once the turn is cancelled, or between turns (a cancelled turn's
+        leftover, the harness still asking for a moment), it refuses unasked."""
         async with self._asking:
+            if self._cancelled or not self.reporter.accepting:
+                return False
             self.reporter.line_break()
             self.console.print(
                 Text(f"The agent wants to call {_describe(call, self.console.width)}")
@@ -150,10 +159,12 @@ class Repl:
 
     def _cancel(self) -> None:
         """Ctrl-C while a turn runs: cancel that turn (the session goes on)."""
+        self._cancelled = True
         if self.agent is not None:
             self._cancelling = asyncio.ensure_future(self.agent.cancel())
 
     def _show(self, chunk: StreamChunk) -> None:
+        self.reporter.activity()  # the model is answering
         if chunk.type == "text":
             self.reporter.stream_text(chunk.text)
         elif chunk.type == "error":
@@ -165,14 +176,16 @@ class Repl:
     async def _stream(self, prompt: str) -> str:
         """Stream one turn and return its answer; raises what ended it otherwise
         (`self._produced` then says whether anything had arrived)."""
-        assert self.agent is not None
+        agent = self.agent
+        assert agent is not None
         parts: list[str] = []
         self._produced = False
-        async for chunk in self.agent.stream(prompt):
-            self._produced = True
-            self._show(chunk)
-            if chunk.type == "text":
-                parts.append(chunk.text)
+        async with self.wait.turn(agent.cancel):
+            async for chunk in agent.stream(prompt):
+                self._produced = True
+                self._show(chunk)
+                if chunk.type == "text":
+                    parts.append(chunk.text)
         self.reporter.line_break()
         return "".join(parts)
 
@@ -181,6 +194,8 @@ class Repl:
         harness had already ended is resumed, and the prompt sent there."""
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._cancel)
+        self.reporter.accepting = True
+        self._cancelled = False
         try:
             try:
                 answer = await self._stream(prompt)
@@ -195,8 +210,14 @@ class Repl:
             self.history.append((prompt, answer))
         except TurnCancelledError:
             self.reporter.line_break()
-            self.console.print(Text("turn cancelled (Ctrl-C); the session goes on", style="yellow"))
-            self.history.append((prompt, "(cancelled)"))
+            if self.wait.expired:
+                self.console.print(Text(f"{self.wait.error()}; the session goes on", style="red"))
+                self.history.append((prompt, "(no answer from the model)"))
+            else:
+                self.console.print(
+                    Text("turn cancelled (Ctrl-C); the session goes on", style="yellow")
+                )
+                self.history.append((prompt, "(cancelled)"))
         except TurnDeniedError as exc:
             self.reporter.line_break()
             self.console.print(Text(f"turn denied: {exc}", style="red"))
@@ -217,6 +238,12 @@ class Repl:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             self.reporter.finish()
+            # From here until the next turn, what the harness still sends of this one
+            # (a cancelled turn's next tool call, say) is refused without a row or a
+            # question: nothing of it may print after the next prompt.
+            self.reporter.accepting = False
+            if self.input.app.is_running:  # a question the turn's end left open
+                self.input.app.exit(exception=EOFError)
 
     async def _resume(self, exc: HarnessConnectionError) -> None:
         """Start a new harness on the saved conversation (`AgentBuilder.resume`)."""
@@ -245,9 +272,14 @@ class Repl:
         elif name == "/history":
             if not self.history:
                 self.console.print("no turns yet")
+            # Two columns: a long prompt or answer wraps at words under itself.
+            turns = Table.grid(padding=(0, 1))
+            turns.add_column(justify="right", no_wrap=True, style="bold")
+            turns.add_column(overflow="fold")
             for n, (prompt, answer) in enumerate(self.history, 1):
-                self.console.print(Text(f"{n}. you: ", style="bold") + Text(printable(prompt)))
-                self.console.print(Text("   agent: ", style="bold") + Text(printable(answer)))
+                turns.add_row(f"{n}. you:", Text(printable(prompt)))
+                turns.add_row("agent:", Text(printable(answer)))
+            self.console.print(turns)
         elif name == "/usage":
             assert self.agent is not None
             usage = self.agent.usage
@@ -294,17 +326,22 @@ async def run_repl(
     base_url: str | None = None,
     model: str | None = None,
     out: TextIO = sys.stdout,
+    err: TextIO | None = None,
     containment: Containment | None = DEFAULT_CONTAINMENT,
+    model_timeout: float = DEFAULT_TIMEOUT,
 ) -> int:
-    """`antigravity chat` with no prompt. Policies as for one turn (`run_chat`). Exit
-    codes: 0 ended by the user, 1 the session failed and could not be resumed, 2 not
-    runnable (no model configured, bad policy file, no harness)."""
+    """`antigravity chat` with no prompt. Policies as for one turn (`run_chat`), the file
+    checked before the model is resolved. Exit codes: 0 ended by the user, 1 the session
+    failed and could not be resumed, 2 not runnable (no model configured, bad policy
+    file, no harness); the error that ends it goes to `err` (default stderr)."""
     from ..harness.config import resolve_model
 
     console = make_console(out)
     log = logging.getLogger("antigravity_sdk")
     handler: _ConsoleLog | None = None
     try:
+        if policies_file is not None:
+            load_policy_file(policies_file)  # a bad file is reported before the model
         settings = resolve_model(model, base_url=base_url)
         workspace = Path.cwd().resolve()
         with tempfile.TemporaryDirectory(prefix="antigravity-chat-") as tmp:
@@ -315,6 +352,7 @@ async def run_repl(
                 save_dir=Path(tmp),
                 console=console,
                 containment=containment,
+                timeout=model_timeout,
             )
             handler = _ConsoleLog(repl.reporter)
             log.addHandler(handler)
@@ -330,7 +368,8 @@ async def run_repl(
                 if repl.agent is not None:
                     await repl.agent.stop()
     except AntigravityError as exc:
-        return print_error(out, exc)
+        out.flush()
+        return print_error(sys.stderr if err is None else err, exc)
     finally:
         if handler is not None:
             log.removeHandler(handler)

@@ -18,7 +18,7 @@ import json
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -75,6 +75,8 @@ class DecisionRecord:
     bucket_name: str
     message: str
     latency_ns: int
+    """How long the deciding policies took (`PolicyEnforcer.evaluate`, timed by the
+    reporter), or a denying hook: the row's `decided in`, an audit line's `policy_us`."""
     ran: bool | None = None  # True: the tool ran; False: blocked or failed; None: unknown
     outcome: str = ""  # a short description of what happened
 
@@ -202,18 +204,27 @@ _WIDE: Final = 110
 """From this console width on, rows name each bucket; narrower, only its number."""
 
 
-def _row_grid(width: int) -> Table:
-    """The decision table's columns. Only the arguments give way on a narrow terminal
-    (cut with …, they are the call's summary); rule names wrap, whole."""
+def _row_grid(width: int, terminal: bool = True) -> Table:
+    """The decision table's columns. On a terminal only the arguments give way on a
+    narrow one (cut with …, they are the call's summary); rule names wrap, whole. Off a
+    terminal (a pipe, a log: what is kept) the arguments are whole too, wrapped at words
+    in their column."""
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(justify="right", width=3, no_wrap=True)  # #
     grid.add_column(width=14, overflow="fold")  # tool
-    grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")  # arguments
+    if terminal:
+        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")  # arguments
+    else:
+        grid.add_column(ratio=1, overflow="fold")
     grid.add_column(width=5, no_wrap=True)  # verdict
     grid.add_column(width=18 if width >= _WIDE else 6, overflow="fold")  # bucket
     grid.add_column(width=22, overflow="fold")  # rule
-    grid.add_column(width=10, justify="right", no_wrap=True)  # latency
+    grid.add_column(width=10, justify="right", no_wrap=True)  # decided in
     return grid
+
+
+def _nothing() -> None:
+    pass
 
 
 # -- hooks -------------------------------------------------------------------------------------
@@ -244,6 +255,15 @@ class DecisionReporter(Hook):
         self._by_id: dict[str, DecisionRecord] = {}
         self._last_row: DecisionRecord | None = None  # the row the next line goes under
         self.mid_line = False  # streamed text left the cursor mid-line
+        self._paragraph = ""  # the streamed line so far (escaped), unwrapped
+        self._shown = ("", "")  # what of it is printed: (its text, as wrapped)
+        self._head_shown = False
+        self.activity: Callable[[], None] = _nothing
+        """Called before anything is printed (`waiting.ModelWait` hides its indicator)."""
+        self.accepting = True
+        """False between the turns of an interactive session: a tool call then is a
+        leftover of a cancelled turn, denied without a row (nothing of the cancelled
+        turn may print after the next prompt)."""
 
     def _record(self, tool_call: ToolCall, **decision: Any) -> None:
         """Record and print a decision on `tool_call` (`decision`: the record's other
@@ -263,6 +283,8 @@ class DecisionReporter(Hook):
         self._print_decision(record)
 
     async def pre_tool_call(self, tool_call: ToolCall) -> HookResult:
+        if not self.accepting:
+            return HookResult(allow=False, message="the turn was cancelled")
         if self.enforcer is None:
             raise RuntimeError("DecisionReporter.enforcer is not set")
         clock = time.perf_counter_ns
@@ -314,7 +336,7 @@ class DecisionReporter(Hook):
     def answered(self, tool_call: ToolCall, approved: bool) -> None:
         """The user's answer to an ASK decision: approved (it runs) or not (it does not)."""
         record = self._by_id.get(tool_call.id)
-        if record is None or record.verdict != "ASK":
+        if record is None or record.verdict != "ASK" or not self.accepting:
             return
         record.allow = approved
         if approved:
@@ -325,7 +347,7 @@ class DecisionReporter(Hook):
 
     async def post_tool_call(self, result: ToolResult) -> None:
         record = self._by_id.get(result.id)
-        if record is None:
+        if record is None or not self.accepting:
             return
         record.ran = True
         record.outcome = _describe_result(result)
@@ -336,7 +358,7 @@ class DecisionReporter(Hook):
     async def on_tool_error(self, error: Exception) -> tuple[HookResult, Any | None]:
         call = error.tool_call if isinstance(error, ToolExecutionError) else None
         record = self._by_id.get(call.id) if call is not None else None
-        if record is not None:
+        if record is not None and self.accepting:
             record.ran = False
             record.outcome = f"failed: {error}"
             self._print_note(record, Text("tool error", style="yellow"), record.outcome)
@@ -352,33 +374,81 @@ class DecisionReporter(Hook):
     # -- printing
 
     def stream_text(self, text: str) -> None:
-        """A streamed text delta, as it arrives (escaped: the model chooses it)."""
+        """A streamed text delta, as it arrives (escaped: the model chooses it), wrapped
+        at word boundaries: a word is printed once it is whole (or the line ends)."""
         if not text:
             return
-        self.console.print(Text(printable(text)), end="", soft_wrap=True)
-        self.mid_line = not text.endswith("\n")
+        self.activity()
+        *ended, self._paragraph = (self._paragraph + printable(text)).split("\n")
+        for line in ended:
+            self._wrap_out(line, whole=True)
+            self.console.print()
+            self._shown = ("", "")
+        self._wrap_out(self._paragraph, whole=False)
+        self.mid_line = bool(self._shown[0])
         self.console.file.flush()
 
+    def _wrap_out(self, line: str, *, whole: bool) -> None:
+        """Print what is new of streamed `line`, as rich wraps it at the console's width
+        (its whole words only, unless `whole`). Wrapping is greedy, so what is printed
+        already stays a prefix of the new wrapping, and only the rest is printed."""
+        if not whole:
+            cut = max(line.rfind(" "), 0)  # the last word may not be whole yet
+            line = line[:cut].rstrip()
+        shown, wrapped_before = self._shown
+        if len(line) <= len(shown):
+            return
+        lines = Text(line).wrap(self.console, self.console.width, overflow="fold")
+        wrapped = "\n".join(part.plain for part in lines)
+        if wrapped.startswith(wrapped_before):
+            new = wrapped[len(wrapped_before) :]
+        else:  # not as expected: go on unwrapped rather than print anything twice
+            new, wrapped = line[len(shown) :], wrapped_before + line[len(shown) :]
+        self.console.print(Text(new), end="", soft_wrap=True)
+        self._shown = (line, wrapped)
+
     def line_break(self) -> None:
-        """End streamed text's line, so what follows starts on its own."""
+        """End streamed text's line (its last word included), so what follows starts on
+        its own."""
+        if self._paragraph:
+            self._wrap_out(self._paragraph, whole=True)
+            self._paragraph = ""
+            self.mid_line = bool(self._shown[0])
+        self._shown = ("", "")
         if self.mid_line:
             self.console.print()
             self.mid_line = False
 
+    def _put(self, renderable: Any) -> None:
+        """Print `renderable`; off a terminal (a pipe, a log) without the spaces that pad
+        its lines to the table's width."""
+        self.activity()
+        if self.console.is_terminal:
+            self.console.print(renderable, overflow="fold")
+            return
+        options = self.console.options.update(overflow="fold")
+        lines = self.console.render_lines(renderable, options, pad=False)
+        text = ("".join(segment.text for segment in line).rstrip() for line in lines)
+        self.console.file.write("".join(f"{line}\n" for line in text))
+
     def print_table_head(self) -> None:
-        grid = _row_grid(self.console.width)
-        grid.add_row("#", "tool", "arguments", "", "bucket", "rule", "latency", style="dim")
-        self.console.print(grid)
+        """The columns' names (once: the first row prints them if nothing did)."""
+        self._head_shown = True
+        grid = _row_grid(self.console.width, self.console.is_terminal)
+        grid.add_row("#", "tool", "arguments", "", "bucket", "rule", "decided in", style="dim")
+        self._put(grid)
 
     def _print_decision(self, r: DecisionRecord) -> None:
         self.line_break()
+        if not self._head_shown:
+            self.print_table_head()
         if r.bucket is None:
             where = f"[{r.bucket_name}]"
         elif self.console.width >= _WIDE:
             where = f"[{r.bucket} {r.bucket_name}]"
         else:
             where = f"[{r.bucket}]"
-        grid = _row_grid(self.console.width)
+        grid = _row_grid(self.console.width, self.console.is_terminal)
         grid.add_row(
             str(r.index),
             Text(_one_line(r.tool), style="bold"),
@@ -388,7 +458,7 @@ class DecisionReporter(Hook):
             Text(_one_line(r.rule)),
             Text(f"{r.latency_us:.1f} µs", style="dim"),
         )
-        self.console.print(grid)
+        self._put(grid)
         self._last_row = r
         if r.blocked:
             self._print_note(r, Text("not run", style="red"), r.message)
@@ -400,16 +470,38 @@ class DecisionReporter(Hook):
         if self._last_row is not r:
             mark = Text(f"#{r.index} ") + mark
         line = Text("↳ ", style="dim") + mark + Text(": " + _one_line(text), style="dim")
-        self.console.print(Padding(line, (0, 0, 0, 5), expand=False), overflow="fold")
+        self._put(Padding(line, (0, 0, 0, 5), expand=False))
         self.console.file.flush()
 
 
 # -- around the decisions ----------------------------------------------------------------------
 
 
+def tools_label(rules: Sequence[policy.Policy]) -> str:
+    """The tools of one rule's policies, as a row of `policy_table` names them: built-in
+    tools by name, MCP tools after their server (`db: drop_table, delete_rows`), patterns
+    as written; `workspace_only`'s policies (a path check each) as `N path-taking tools`."""
+    from ..policy._workspace import _OutsideWorkspaces
+
+    tools = list(dict.fromkeys(p.tool for p in rules))
+    if len(tools) > 2 and all(isinstance(p.predicate, _OutsideWorkspaces) for p in rules):
+        return f"{len(tools)} path-taking tools"
+    plain: list[str] = []  # built-in tools, and patterns (`*`, `db/*`) as written
+    servers: dict[str, list[str]] = {}
+    for tool in tools:
+        server, slash, name = tool.partition("/")
+        if slash and name != "*":
+            servers.setdefault(server, []).append(name)
+        else:
+            plain.append(tool)
+    parts = [", ".join(plain)] if plain else []
+    parts += [f"{server}: {', '.join(names)}" for server, names in servers.items()]
+    return "; ".join(parts)
+
+
 def policy_table(enforcer: policy.PolicyEnforcer) -> Table:
     """The policies in evaluation order, one row per rule (a rule over several tools,
-    like `workspace_only`, is one row naming how many)."""
+    like `workspace_only` or a file rule listing tools, is one row: `tools_label`)."""
     table = Table.grid(padding=(0, 1))
     for _ in range(4):
         table.add_column(overflow="fold")
@@ -417,11 +509,11 @@ def policy_table(enforcer: policy.PolicyEnforcer) -> Table:
     seen: set[tuple[str, int]] = set()
     for _, p in ranked:
         bucket = p.bucket
-        if (p.label, bucket) in seen:  # workspace_only is one policy per path-taking tool
+        if (p.label, bucket) in seen:  # one row for the rule's other policies too
             continue
         seen.add((p.label, bucket))
-        tools = sorted({q.tool for q in enforcer.policies if q.label == p.label})
-        shown = ", ".join(tools) if len(tools) <= 2 else f"{len(tools)} path-taking tools"
+        same = [q for q in enforcer.policies if q.label == p.label and q.bucket == bucket]
+        shown = tools_label(same)
         table.add_row(
             f"  [{bucket} {policy.BUCKETS[bucket]}]", p.label, p.decision.name, shown, style="dim"
         )
@@ -461,7 +553,7 @@ def print_footer(console: Console, report: DemoReport) -> None:
         ("allowed", str(len(report.allowed))),
         ("denied", str(len(report.denied))),
         ("ran", str(sum(1 for r in records if r.ran))),
-        ("median decision latency", f"{report.median_latency_us():.1f} µs"),
+        ("median time to decide", f"{report.median_latency_us():.1f} µs"),
         ("agent start", f"{report.start_seconds * 1000:.0f} ms"),
         ("turn wall time", f"{report.turn_seconds * 1000:.0f} ms"),
         ("audit events", str(len(report.audit_events))),

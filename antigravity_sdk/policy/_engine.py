@@ -100,8 +100,10 @@ _RULE_TOOLS: Final = frozenset(
 """Built-in tools a rule can name: the harness asks before each of them runs."""
 
 
-def _unmatchable(tool: str, host_tools: frozenset[str]) -> str:
-    """Why a rule naming the bare tool `tool` could never match a call, or ""."""
+def _unmatchable(tool: str, host_tools: frozenset[str], *, rule: bool = True) -> str:
+    """Why a rule naming the bare tool `tool` could never match a call, or "". With
+    `rule=False`, why no policy ever decides a call of `tool` (`antigravity policy
+    explain` refuses such a call with the same words and did-you-mean)."""
     if tool in host_tools:
         return ""
     spec = TOOLS.get(tool)
@@ -113,19 +115,21 @@ def _unmatchable(tool: str, host_tools: frozenset[str]) -> str:
                 f"switch it off instead (leave BuiltinTool.{spec.capability.name} out of "
                 f"CapabilitiesConfig.enabled_tools)"
             )
-        return f"the harness never asks before {tool!r} runs, so a rule on it can never fire; {fix}"
+        never = "a rule on it can never fire" if rule else "no policy ever decides a call of it"
+        return f"the harness never asks before {tool!r} runs, so {never}; {fix}"
     public = INTERNAL_NAMES.get(tool)
     if public is not None:
         return (
-            f"{tool!r} is the harness's internal name; rules use the name the model calls "
-            f"the tool by: {public!r}"
+            f"{tool!r} is the harness's internal name; {'rules' if rule else 'policies'} use "
+            f"the name the model calls the tool by: {public!r}"
         )
     names = sorted(_RULE_TOOLS | host_tools)
     same = [name for name in names if name.casefold() == tool.casefold()]
     close = same or difflib.get_close_matches(tool, names, n=1, cutoff=0.75)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     where = "a built-in tool" + (" or one of the agent's host-side tools" if host_tools else "")
-    return f"no tool is called {tool!r}: it is not {where}, so the rule could never match{hint}"
+    never = "the rule could never match" if rule else "no policy could ever decide a call of it"
+    return f"no tool is called {tool!r}: it is not {where}, so {never}{hint}"
 
 
 def _invalid(index: int, policy: Policy, problem: str) -> PolicyError:

@@ -93,6 +93,7 @@ def test_doctor_prints_the_containment_and_starts_contained(
     assert f"[ OK ] containment: Landlock ABI {landlock_abi()}: filesystem" in out
     assert "writable: " in out and "connect: TCP ports 443" in out
     assert "[ OK ] harness starts contained," in out
+    assert "       its own: terminals, System V IPC; seccomp filter: True" in out
 
 
 @pytest.mark.parametrize("flags", [[], ["--no-containment"]], ids=["default", "off"])
