@@ -411,8 +411,16 @@ def test_the_readme_tracing_block_exports_spans(tmp_path: Path) -> None:
 
 
 def _make_n(target: str) -> list[str]:
+    # As a user runs it: not as a sub-make of `make test` (which would add "Entering
+    # directory" lines and pass its own flags down).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     done = subprocess.run(
-        ["make", "-n", target], capture_output=True, text=True, cwd=ROOT, timeout=60
+        ["make", "--no-print-directory", "-n", target],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     return [line for line in done.stdout.splitlines() if not line.startswith("echo ")]
