@@ -44,7 +44,7 @@ typecheck: venv
 	@$(BIN)/mypy --strict antigravity_sdk
 
 unit: harness
-	@echo "==> unit: pytest (about 2 minutes)"
+	@echo "==> unit: pytest (about 5 minutes)"
 	@$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
