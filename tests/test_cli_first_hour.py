@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import cli_env, served_in_thread
 
 from antigravity_sdk.errors import HarnessNotFoundError
 from antigravity_sdk.harness.install import find_harness
@@ -40,16 +41,7 @@ def _require_harness() -> None:
         pytest.skip(f"no localharness: {exc}")
 
 
-def _env(**extra: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT)
-    env.pop("GEMINI_API_KEY", None)
-    for key, value in extra.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+_env = cli_env
 
 
 # -- a model that never answers, and the processes a command leaves ----------------------------
@@ -192,27 +184,20 @@ def test_ctrl_c_at_a_one_shot_question_exits_at_once(tmp_path: Path) -> None:
     its executor's threads)."""
     _require_harness()
     pexpect = pytest.importorskip("pexpect")
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    model = ScriptedModel([tool_call("run_command", CommandLine="ls", Cwd=str(tmp_path)), "ok"])
-    asyncio.run_coroutine_threadsafe(model.start(), loop).result(10)
-    child = _spawn(tmp_path, "list", "--base-url", model.base_url, "--model", model.model_name)
-    try:
-        child.expect(r"Allow\? \[y/N\] ")
-        time.sleep(0.5)
-        child.sendintr()
-        child.expect("interrupted \\(Ctrl-C\\): the turn was stopped and the harness shut down")
-        child.expect(pexpect.EOF, timeout=30)  # no Enter needed
-        child.close()
-        assert child.exitstatus == 130
-        assert "Traceback" not in child.before
-    finally:
-        child.close(force=True)
-        asyncio.run_coroutine_threadsafe(model.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+    script = [tool_call("run_command", CommandLine="ls", Cwd=str(tmp_path)), "ok"]
+    with served_in_thread(script) as model:
+        child = _spawn(tmp_path, "list", "--base-url", model.base_url, "--model", model.model_name)
+        try:
+            child.expect(r"Allow\? \[y/N\] ")
+            time.sleep(0.5)
+            child.sendintr()
+            child.expect("interrupted \\(Ctrl-C\\): the turn was stopped and the harness shut down")
+            child.expect(pexpect.EOF, timeout=30)  # no Enter needed
+            child.close()
+            assert child.exitstatus == 130
+            assert "Traceback" not in child.before
+        finally:
+            child.close(force=True)
 
 
 # -- 2. a model that never answers: bounded, named, shown ---------------------------------------
@@ -330,9 +315,6 @@ def served(tmp_path: Path) -> Iterator[ScriptedModel]:
     """A ScriptedModel on its own event loop in a thread, for the CLI's process to call.
     `list` asks for three commands at once (each an ASK), `long` streams a long answer,
     `wipe` tries a long destructive command (denied)."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
 
     def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         prompt = next(str(m["content"]) for m in reversed(messages) if m["role"] == "user")
@@ -351,15 +333,8 @@ def served(tmp_path: Path) -> Iterator[ScriptedModel]:
             return text(LONG_ANSWER)
         return text("ok")
 
-    model = ScriptedModel(script)
-    asyncio.run_coroutine_threadsafe(model.start(), loop).result(10)
-    try:
+    with served_in_thread(script) as model:
         yield model
-    finally:
-        asyncio.run_coroutine_threadsafe(model.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 LONG_ANSWER = " ".join(

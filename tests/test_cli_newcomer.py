@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import cli_env
 
 from antigravity_sdk import Agent, Hook, HookResult, ToolCall, policy
 from antigravity_sdk.cli.progress import LineProgress, interactive
@@ -43,16 +44,7 @@ NO_DISTRIBUTION = (
 not found (so the SDK cache decides, as on a machine without it)."""
 
 
-def _env(**extra: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT)
-    env.pop("GEMINI_API_KEY", None)
-    for key, value in extra.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+_env = cli_env
 
 
 def run_cli(

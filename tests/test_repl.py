@@ -8,16 +8,15 @@ needs no test-only switch.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import served_in_thread
 
 from antigravity_sdk.errors import HarnessNotFoundError
 from antigravity_sdk.harness.install import find_harness
@@ -62,18 +61,8 @@ def _script(cwd: Path, messages: list[dict[str, Any]]) -> Any:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ScriptedModel]:
     """A ScriptedModel on its own event loop in a thread, for the CLI's process to call."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    model = ScriptedModel(lambda messages, tools: _script(tmp_path, messages))
-    asyncio.run_coroutine_threadsafe(model.start(), loop).result(10)
-    try:
+    with served_in_thread(lambda messages, tools: _script(tmp_path, messages)) as model:
         yield model
-    finally:
-        asyncio.run_coroutine_threadsafe(model.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 def _spawn(cwd: Path, *args: str) -> Any:
