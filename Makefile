@@ -45,7 +45,7 @@ typecheck: venv
 
 unit: harness
 	@echo "==> unit: pytest (about 5 minutes)"
-	@$(BIN)/python -m pytest -q
+	@$(BIN)/python -m pytest -q -rs
 
 test: lint typecheck unit
 

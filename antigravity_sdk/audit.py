@@ -188,14 +188,20 @@ class AuditLog:
         self._sid, self._seq, self._prev = secrets.token_hex(8), 0, ""
         self._policy = policy
         self._heads.clear()
+        self._fd = self._open_target()
+
+    def _open_target(self) -> int:
+        """Open the file and return its descriptor (a subclass whose `_emit` stores lines
+        elsewhere returns 0: open, with nothing to close)."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         try:
-            self._fd = os.open(self.path, flags, 0o600)
+            fd = os.open(self.path, flags, 0o600)
         except OSError as exc:
             raise ConfigurationError(
                 f"cannot open the audit log {str(self.path)!r}: {exc.strerror or exc}"
             ) from None
-        self._closer = weakref.finalize(self, _close, self._fd)
+        self._closer = weakref.finalize(self, _close, fd)
+        return fd
 
     def close(self) -> None:
         """Write the session's `end` line (how many lines came before it, so a cut tail
@@ -227,19 +233,22 @@ class AuditLog:
             sealed = f'{body},"sid":"{self._sid}","seq":{self._seq},"prev":"{self._prev}"'
             encoded = sealed.encode("ascii")
             digest = hashlib.sha256(encoded).hexdigest()[:_HASH_DIGITS]
-            data = encoded + b',"hash":"' + digest.encode("ascii") + b'"}\n'
-            if self._fd < 0:
-                raise OSError("the audit log is not open")
-            written = os.write(self._fd, data)
-            while written < len(data):  # a full disk or a signal; the rest follows
-                written += os.write(self._fd, data[written:])
-            if self.fsync:
-                os.fsync(self._fd)
+            self._emit(encoded + b',"hash":"' + digest.encode("ascii") + b'"}\n')
         except Exception as exc:
             self._failed(f"could not write to the audit log {self.path}", exc)
             return
         self._seq += 1
         self._prev = digest
+
+    def _emit(self, data: bytes) -> None:
+        """Write one sealed line (a subclass may store it elsewhere: the fleet's table)."""
+        if self._fd < 0:
+            raise OSError("the audit log is not open")
+        written = os.write(self._fd, data)
+        while written < len(data):  # a full disk or a signal; the rest follows
+            written += os.write(self._fd, data[written:])
+        if self.fsync:
+            os.fsync(self._fd)
 
     def _failed(self, what: str, exc: Exception) -> None:
         self.write_errors += 1

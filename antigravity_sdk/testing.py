@@ -48,8 +48,9 @@ import contextlib
 import inspect
 import itertools
 import json
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from types import TracebackType
@@ -540,6 +541,25 @@ class ScriptedModel:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    @contextlib.contextmanager
+    def in_thread(self) -> Iterator[ScriptedModel]:
+        """Serve from an event loop on a thread of its own for the block: for synchronous
+        code, a fleet worker or another process to call. Stopped, and its loop closed, on
+        the way out (bounded)."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="scripted-model", daemon=True)
+        thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.start(), loop).result(_STOP_TIMEOUT)
+            yield self
+        finally:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.stop(), loop).result(4 * _STOP_TIMEOUT)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(_STOP_TIMEOUT)
+            if not thread.is_alive():
+                loop.close()
 
     def __repr__(self) -> str:
         where = self.base_url if self._port is not None else "not started"

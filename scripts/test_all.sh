@@ -31,7 +31,7 @@ for version in $(printf '%s\n' "${!interpreter[@]}" | sort -V); do
         continue
     fi
     cat "$logs/$version.log"
-    if ".venv-$version/bin/python" -m pytest -q -p no:cacheprovider; then
+    if ".venv-$version/bin/python" -m pytest -q -rs -p no:cacheprovider; then
         passed+=("$version")
     else
         failed+=("$version")

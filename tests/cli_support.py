@@ -3,10 +3,8 @@ and a ScriptedModel served from a thread for that process to call."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,17 +30,6 @@ def cli_env(**extra: str | None) -> dict[str, str]:
 
 @contextlib.contextmanager
 def served_in_thread(script: Any) -> Iterator[ScriptedModel]:
-    """A ScriptedModel on its own event loop in a thread, for another process to call;
-    stopped, and its loop closed, on the way out (bounded)."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    model = ScriptedModel(script)
-    asyncio.run_coroutine_threadsafe(model.start(), loop).result(10)
-    try:
+    """A ScriptedModel on its own event loop in a thread, for another process to call."""
+    with ScriptedModel(script).in_thread() as model:
         yield model
-    finally:
-        asyncio.run_coroutine_threadsafe(model.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()

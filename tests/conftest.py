@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_support import postgres_unavailable_reason, running_postgres
 
 from antigravity_sdk import Agent, AgentBuilder
 
@@ -92,3 +93,15 @@ def scripted_agent(tmp_path: Path) -> ScriptedAgent:
         return configure(builder).build(), conn
 
     return make
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The URL of database `fleet` on a throwaway PostgreSQL server, one per test session
+    (`postgresql://USER@127.0.0.1:PORT/fleet`); the test is skipped, with the reason, where
+    no server can be started (see `pg_support.postgres_unavailable_reason`)."""
+    reason = postgres_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with running_postgres() as url:
+        yield url

@@ -491,6 +491,7 @@ _PIECES = st.sampled_from(
         *("ls", "a", "-la", "2", "1", "x=y", "'q t'", '"d q"', "*.py", "a?b", "~", "~/x"),
         *("if", "HEAD~1", "--opt=1", "sh", "-c", "git", "-C", "push", "|", "||", "&&", ";"),
         *("&", ">", ">>", "2>", "2>&", ">&", "&>", "-", "done", "time", "'", '"', "a'b'c"),
+        *("$(", ")", "$(ls)", '"$(', '"a $(b c)"', "$()", "'$(x)'", "x$(a|b)"),
     ]
 )
 
@@ -507,17 +508,101 @@ def test_the_plain_fast_path_agrees_with_tree_sitter(pieces: list[tuple[str, str
         assert _shell._parse(line) == full or full.unprovable, line
 
 
+# Lines the fast path takes with a `$(…)` (a plain line inside, not nested), which all went
+# to tree-sitter before: words that trip either reader (`==`, `=~`, `%`, `-`, quotes holding
+# `$(` or `)`), redirections, and substitutions unquoted, quoted, or inside a word. Words
+# and programs the fast path refuses are there too, rarer, so that most lines are taken.
+_PLAIN_WORDS = ("x", "-la", "--format=%h", "HEAD~1", "2", "-", "'q t'", '"d q"', "a'b'c", "''")
+_ODD_WORDS = ("'$(x)'", "')'", '"b)"', "%", "@", "a=b", "x~", ":", "-", "1")
+_REFUSED_WORDS = ("==", "=~", "~/x", "*.py")
+_WORDS = st.sampled_from(_PLAIN_WORDS * 3 + _ODD_WORDS * 2 + _REFUSED_WORDS)
+_PROGRAMS = st.sampled_from(("ls", "git", "echo", "sh", "xargs", "rm") * 3 + ("if", "a=b", "'ls'"))
+_REDIRECTIONS = st.sampled_from(["", "", " 2>&1", " > f", " 2> /dev/null", ">>'o u'", " >&-"])
+_SEPARATORS = st.sampled_from([" | ", " && ", "; ", ";", " || ", " & ", "|"])
+_SUBSTITUTIONS = st.sampled_from(
+    ["$({})", '"$({})"', '"a: $({}) b"', "x$({})", "$({})'y'", "$( {} )", '"$({})"$({})']
+)
+
+
+@st.composite
+def _commands(draw: st.DrawFn, least: int, most: int) -> str:
+    """A simple command holding `least` to `most` `$(…)` (each of a plain line)."""
+    words = [draw(_PROGRAMS), *draw(st.lists(_WORDS, max_size=4))]
+    for _ in range(draw(st.integers(least, most))):
+        substitution = draw(_SUBSTITUTIONS).replace("{}", draw(_lines(inner=True)))
+        words.insert(draw(st.integers(1, len(words))), substitution)
+    return " ".join(words) + draw(_REDIRECTIONS)
+
+
+@st.composite
+def _lines(draw: st.DrawFn, inner: bool = False) -> str:
+    """Commands and separators; the first command of an outer line holds a `$(…)`."""
+    line = draw(_commands(0, 0) if inner else _commands(1, 2))
+    for _ in range(draw(st.integers(0, 2))):
+        line += draw(_SEPARATORS) + draw(_commands(0, 0 if inner else 1))
+    return line
+
+
+@settings(max_examples=500, deadline=None)
+@given(line=_lines())
+def test_the_fast_path_reads_substitutions_as_tree_sitter_does(line: str) -> None:
+    """Lines with `$(…)` went to tree-sitter before the fast path took them: where it takes
+    one, it finds what the full parse finds (but for tree-sitter's own misreadings, which
+    the full parse refuses)."""
+    if _shell._plain(line) is not None:
+        full = _shell._parse(line, fast=False)
+        assert _shell._parse(line) == full or full.unprovable, line
+
+
+_BARE = st.text(alphabet="=~-+%@^:,./_a1", min_size=1, max_size=4)
+_NOT_BARE = st.sampled_from(["'q t'", "$x", "*", "(", ")", ";", "|", "&&", ">", "2>&1", "#c", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.one_of(_BARE, _BARE, _BARE, _NOT_BARE), min_size=1, max_size=8))
+def test_a_command_of_plain_words_has_a_node_per_word(words: list[str]) -> None:
+    """The full walk reads a command matching `_PLAIN_COMMAND` from its text, walking no
+    node: tree-sitter has a node per word there, each one the walk reads as its text."""
+    data = " ".join(words).encode()
+    root = _shell._parser().parse(data).root_node
+    stack = [] if root.has_error else [root]  # the walk never sees a tree with errors
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        text = data[node.start_byte : node.end_byte].decode()
+        if node.type != "command" or not _shell._PLAIN_COMMAND.fullmatch(text):
+            continue
+        kids = [c.children[0] if c.type == "command_name" else c for c in node.children]
+        assert [data[k.start_byte : k.end_byte].decode() for k in kids] == text.split()
+        assert node.children[0].type == "command_name"
+        for index, kid in enumerate(kids):
+            if kid.is_named:
+                assert kid.type in ("word", "number")
+            else:
+                assert node.field_name_for_child(index) == "argument"
+
+
 def test_the_corpus_parses_alike_on_both_paths() -> None:
     plain = [line for line in BYPASSES + ORDINARY if _shell._plain(line) is not None]
-    assert len(plain) > 50
+    assert len(plain) > 50 and sum("$(" in line for line in plain) >= 5
     for line in plain:
         assert _shell._parse(line) == _shell._parse(line, fast=False), line
+
+
+def test_a_line_with_a_substitution_and_a_regular_expression_is_left_to_tree_sitter() -> None:
+    """After `==` or `=~`, tree-sitter reads the next word as a regular expression (not a
+    literal): a line with `$(…)`, which it used to parse, keeps that reading."""
+    line = "echo $(git x == +^ a^)"
+    assert _shell._plain(line) is None
+    assert _shell._plain("echo '$(git x == +^ a^)'") is not None  # no substitution
+    assert parse_command_line(line).commands[0].words == ("git", "x", "==", "+^ a^")
 
 
 def test_a_long_line_that_is_not_plain_is_refused_in_linear_time() -> None:
     """The fast path's regular expression cannot backtrack (possessive quantifiers)."""
     start = time.perf_counter()
-    for line in ("a" * 9_000 + " (", "'x' " * 2_000 + "$", "ab " * 3_000 + "`"):
+    lines = ("a" * 9_000 + " (", "'x' " * 2_000 + "$", "ab " * 3_000 + "`", "a " + "$(a " * 2_400)
+    for line in lines:
         assert _shell._plain(line) is None
     assert time.perf_counter() - start < 0.5
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import EXIT_CODES, LOOP_ENV, Subparsers, event_loop_name, run_loop
 from .containment import add_containment_options, containment_from
 from .conversations import add_conversations
+from .fleet import add_fleet
 from .policy import add_policy
 
 if TYPE_CHECKING:
@@ -462,6 +463,7 @@ COMMANDS: list[Callable[[Subparsers], None]] = [
     add_chat,
     add_audit,
     add_policy,
+    add_fleet,
     add_harness,
     add_doctor,
     add_conversations,

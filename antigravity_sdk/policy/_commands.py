@@ -232,12 +232,21 @@ class CommandPredicate:
         line = args["CommandLine"]
         if line.__class__ is not str:
             raise TypeError(f"CommandLine must be a string, got {type(line).__name__}")
-        verdict = self._verdicts.get(line)
+        verdicts = self._verdicts
+        verdict = verdicts.get(line)
         if verdict is None:
-            verdict = self._verdict(parse_command_line(line))
-            if len(self._verdicts) >= _VERDICTS:
-                self._verdicts.clear()
-            self._verdicts[line] = verdict
+            parsed = parse_command_line(line)
+            if (
+                self.mode != "allow"
+                and not parsed.unprovable
+                and parsed.programs.isdisjoint(self._programs)
+            ):
+                verdict = False  # the common case, inline: most rules name none of them
+            else:
+                verdict = self._verdict(parsed)
+            if len(verdicts) >= _VERDICTS:
+                verdicts.clear()
+            verdicts[line] = verdict
         if verdict.__class__ is str:
             raise UnprovableCommand(verdict)
         return verdict is True

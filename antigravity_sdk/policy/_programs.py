@@ -22,7 +22,7 @@ MAX_DEPTH: Final = 8
 """How deep `sh -c`, `eval` and wrappers may nest inside one another."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SimpleCommand:
     """One command the line runs: its words after quote removal, how it was found (`via`:
     "" at the top, else e.g. "sh -c", "$(...)", "sudo", "find -exec"), and which words are
@@ -34,15 +34,26 @@ class SimpleCommand:
     dynamic: frozenset[int] = frozenset()
     program: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        first = self.words[0] if self.words else ""
-        object.__setattr__(self, "program", first.rpartition("/")[2])
+    def __init__(
+        self, words: tuple[str, ...], via: str = "", dynamic: frozenset[int] = frozenset()
+    ) -> None:
+        # By hand, through the slots: a frozen dataclass's `__init__` costs twice as much,
+        # and every command of every line checked is built on the decision's path.
+        _set_words(self, words)
+        _set_via(self, via)
+        _set_dynamic(self, dynamic)
+        _set_program(self, words[0].rpartition("/")[2] if words else "")
 
     def __str__(self) -> str:
         shown = " ".join(
             w if i in self.dynamic else shlex.quote(w) for i, w in enumerate(self.words)
         )
         return f"{shown}  (via {self.via})" if self.via else shown
+
+
+_set_words, _set_via, _set_dynamic, _set_program = (
+    SimpleCommand.__dict__[name].__set__ for name in ("words", "via", "dynamic", "program")
+)
 
 
 class Context:
@@ -368,6 +379,8 @@ _SECOND: Final = frozenset({1})
 
 _GIT_CONFIG: Final = "can run code (core.pager, core.sshCommand, alias.*, …)"
 _GIT_RUNS: Final = ("--upload-pack", "--receive-pack", "--exec", "--open-files-in-pager")
+_GIT_SUBCOMMANDS_RUN: Final = frozenset({"rebase", "difftool", "mergetool", "grep", "clone"})
+"""Subcommands with options of their own that run a command (`_git_options`)."""
 
 
 def _git(ctx: Context, cmd: SimpleCommand, depth: int) -> None:
@@ -405,6 +418,12 @@ def _git(ctx: Context, cmd: SimpleCommand, depth: int) -> None:
 
 def _git_options(ctx: Context, cmd: SimpleCommand, at: int, depth: int) -> None:
     sub, words = cmd.words[at], cmd.words
+    if sub not in _GIT_SUBCOMMANDS_RUN:  # most: only the options every subcommand has
+        for word in words[at + 1 :]:
+            if word.startswith(_GIT_RUNS):
+                ctx.fail(f"git {sub} {word} runs a command the rules cannot read")
+                return
+        return
     for k in range(at + 1, len(words)):
         word = words[k]
         if word[:1] != "-":

@@ -8,13 +8,14 @@ another command (`env`, `sudo`, `timeout`, `xargs`, …) and the programs' optio
 one (`find -exec`, `rg --pre`, `git rebase --exec`, …: `_programs`). Anything else — a
 variable or glob in command position, an assignment, `source`, a function definition,
 syntax the walk does not know, input that does not parse — makes the line *unprovable*,
-with the reason. Parses are cached by line (`parse_command_line`).
+with the reason. Parses are cached by line (`parse_command_line`). Plain lines, most of
+them, skip tree-sitter: a regular expression splits them to the same result (`_plain`).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ class ParsedLine:
     programs: frozenset[str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "programs", frozenset(c.program for c in self.commands))
+        object.__setattr__(self, "programs", frozenset([c.program for c in self.commands]))
 
     def describe(self) -> list[str]:
         """One line per simple command, then the redirections and why the line cannot be
@@ -112,7 +113,7 @@ def _unquoted(text: str) -> tuple[str, bool]:
     """An unquoted word's value and whether it is literal (no glob, no tilde)."""
     literal = not text.startswith("~")
     if "\\" not in text:
-        return text, literal and not (_GLOB & set(text))
+        return text, literal and "*" not in text and "?" not in text and "[" not in text
     out: list[str] = []
     chars = iter(text)
     for ch in chars:
@@ -179,106 +180,180 @@ def _text(node: tree_sitter.Node) -> str:
 # -- the plain-line fast path ----------------------------------------------------------------
 
 # Most command lines are plain: words of safe characters and simple quotes (no glob, no
-# expansion), joined by `|`, `||`, `&&`, `;`, `&`, with `>`-style redirections to plain
-# words. Those are split here without tree-sitter (several times faster); anything else
-# goes to the full parse. tests/test_command_rules.py checks that both give the same
-# `ParsedLine`.
+# variable), joined by `|`, `||`, `&&`, `;`, `&`, with `>`-style redirections to plain
+# words; an argument may hold a `$(…)` of a plain line (not nested, no backslash). Those
+# are split here without tree-sitter (several times faster); anything else goes to the full
+# parse. tests/test_command_rules.py checks that both give the same `ParsedLine`.
+_CHARS: Final = "[A-Za-z0-9_./:,@%+=^~-]"
+_SUB_BODY: Final = r"""(?:[^()'"\\$`!\n]++|'[^'\\\n]*+'|"[^"$`\\!\n]*+")*+"""
+_SUB: Final = rf"\$\({_SUB_BODY}\)"
 _TOKEN: Final = (
-    r"[0-9]*+(?:>>|>&?)"  # a redirection operator
+    rf"(?!~)(?:{_CHARS}++|'[^'\n]*+'"  # a word (with quotes or `$(…)`: bare ones are
+    rf"""|"(?:[^"$`\\!\n]++|{_SUB})*+"|{_SUB})++(?!(?<=[0-9])>)"""  # runs first) (*)
+    r"|[0-9]*+(?:>>|>&?)"  # a redirection operator
     r"|\|\||&&|[|;&]"  # a list or pipeline operator
-    r"""|(?:[A-Za-z0-9_./:,@%+=^~-]++|'[^'\n]*+'|"[^"$`\\!\n]*+")++"""  # a word
 )
-# Possessive: no backtracking, whatever the line. Splitting on it leaves the gaps between
-# tokens at even indices: a plain line has only blanks there.
-_PLAIN_SPLIT: Final = re.compile(f"({_TOKEN})")
+_BARE: Final = rf"""(?!~){_CHARS}++(?!['"$]|(?<=[0-9])>)"""  # a word of safe characters (*)
+# (*) Not a tilde expansion, nor `a2>f` (tree-sitter and bash split it differently).
+# Possessive throughout: no backtracking, whatever the line. A match is a run of bare words
+# (one match, split by `str.split`: most of a line, cheaply), one other token, or the first
+# character of something else (the line is not plain).
+_PLAIN_TOKEN: Final = re.compile(rf"[ \t]*+(?:((?:{_BARE}[ \t]*+)++)|({_TOKEN})|(.))", re.S)
+_OTHER: Final = operator.itemgetter(2)
 _OPERATORS: Final = frozenset({"|", "||", "&&", ";", "&"})
-_PLAIN_PART: Final = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+_QUOTED: Final = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+_SUB_PART: Final = re.compile(rf"""'([^']*)'|"((?:[^"$]++|{_SUB})*+)"|({_SUB})""")
+_SUB_IN_STRING: Final = re.compile(rf"\$\(({_SUB_BODY})\)")
 _KEYWORDS: Final = frozenset(
     {"if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until"}
     | {"do", "done", "in", "function", "time", "coproc", "export", "declare", "local"}
     | {"readonly", "typeset", "unset"}
 )
+_NONE: Final[frozenset[int]] = frozenset()
+
+
+def _substituted(word: str) -> tuple[str, list[str]]:
+    """A word holding `$(…)`: its value (quotes removed, each substitution as written, as
+    the full walk gives it) and the substitutions' bodies, in order."""
+    bodies: list[str] = []
+
+    def part(match: re.Match[str]) -> str:
+        quoted, string, substitution = match.groups()
+        if quoted is not None:
+            return quoted
+        if string is not None:
+            bodies.extend(_SUB_IN_STRING.findall(string))
+            return string
+        bodies.append(substitution[2:-1])
+        return substitution
+
+    return _SUB_PART.sub(part, word), bodies
+
+
+def _plain_value(word: str) -> str:
+    """A plain word's value: its quotes removed (one kind only: each is a delimiter)."""
+    if '"' not in word:
+        return word.replace("'", "")
+    if "'" not in word:
+        return word.replace('"', "")
+    return _QUOTED.sub(_unquote, word)
 
 
 def _unquote(part: re.Match[str]) -> str:
-    return part.group(1) if part.group(1) is not None else part.group(2)
+    single, double = part.groups()
+    return double if single is None else single
 
 
-_Plain: TypeAlias = "list[tuple[list[str], list[tuple[str, str]]]]"
+_Step: TypeAlias = "tuple[SimpleCommand, tuple[str, ...]]"
+"""A simple command of a plain line and its redirection targets."""
 
 
-def _plain(line: str) -> _Plain | None:
-    """The commands of a plain line (each its words after quote removal, and its
-    redirections as operator and target), or None when the line is not plain."""
-    parts = _PLAIN_SPLIT.split(line)
-    if "".join(parts[::2]).strip(" \t"):
-        return None
-    commands: _Plain = []
+def _plain(line: str, via: str = "") -> list[_Step] | None:
+    """The simple commands of a plain line (found `via`) in the order the full walk finds
+    them (a substitution's before the command it is an argument of), or None when the line
+    is not plain."""
+    steps: list[_Step] = []
     words: list[str] = []
-    redirects: list[tuple[str, str]] = []
+    dynamic: list[int] = []
+    redirects: list[str] = []
     pending = ""  # a redirection operator waiting for its target
     last = ""
-    for i in range(1, len(parts), 2):
-        token = parts[i]
-        if token[-1] in "|;&>":  # an operator: words never end so
+    substituted = False
+    tokens = _PLAIN_TOKEN.findall(line)
+    if any(map(_OTHER, tokens)):
+        return None
+    for run, token, _ in tokens:
+        if run:
+            bare = run.split()
+            if pending:
+                target = bare.pop(0)
+                if pending[-1] == "&" and target[0] == "-":
+                    return None  # `>&-`: tree-sitter and bash split it differently
+                if pending[-1] != "&" or not target.isdigit():  # else a descriptor dup
+                    redirects.append(target)
+                pending = ""
+            if bare and not words:
+                program = bare[0]
+                if program in _KEYWORDS or "=" in program or program[0] == "-":
+                    return None
+            words += bare
+        elif token[-1] in "|;&>":  # an operator: words never end so
             if pending or not words:
                 return None
             if token in _OPERATORS:
-                commands.append((words, redirects))
-                words, redirects, last = [], [], token
-            elif not parts[i - 1] and parts[i - 2][-1:].isdigit():
-                return None  # `a2>f`: tree-sitter and bash split it differently
+                command = SimpleCommand(tuple(words), via, frozenset(dynamic) if dynamic else _NONE)
+                steps.append((command, tuple(redirects)))
+                words, last = [], token
+                dynamic.clear()
+                redirects.clear()
             else:
                 pending = token
-            continue
-        if token[0] == "~":
-            return None  # a tilde expansion
-        if pending:
-            if pending[-1] == "&" and token[0] == "-":
-                return None  # `>&-`: tree-sitter and bash split it differently
-            redirects.append((pending, token))
+        elif pending:  # a quoted target
+            if "$(" in token and _substituted(token)[1]:
+                return None  # a substitution in a redirection: left to tree-sitter
+            redirects.append(_plain_value(token))
             pending = ""
-            continue
-        if "'" in token or '"' in token:
-            if not words:
-                return None  # a quoted program: left to tree-sitter
-            token = _PLAIN_PART.sub(_unquote, token)
-        elif not words and (token in _KEYWORDS or "=" in token or token[0] == "-"):
-            return None
-        words.append(token)
+        elif not words:
+            return None  # a quoted program or a substitution: left to tree-sitter
+        elif "$(" in token:
+            value, bodies = _substituted(token)
+            if bodies:
+                dynamic.append(len(words))
+                substituted = True
+            for body in bodies:
+                inner = _plain(body, "$(...)")
+                if not inner:
+                    return None  # not plain, or empty: tree-sitter refuses `$()`
+                steps += inner
+            words.append(value)
+        else:
+            words.append(_plain_value(token))
     if pending:
         return None
     if words:
-        commands.append((words, redirects))
+        command = SimpleCommand(tuple(words), via, frozenset(dynamic) if dynamic else _NONE)
+        steps.append((command, tuple(redirects)))
     elif last not in ("", ";", "&"):
         return None
-    return commands
+    if substituted and ("==" in line or "=~" in line):
+        # tree-sitter reads the word after `==` or `=~` as a regular expression: a line with
+        # `$(…)`, which it used to parse, keeps its reading
+        return None
+    return steps
 
 
 class _Walk(Context):
     """One parse: the commands and redirections found so far, and the first reason the
     line cannot be checked. `fast` lets plain lines skip tree-sitter (`_plain`)."""
 
-    __slots__ = ("data", "dynamic_redirects", "fast", "redirects")
+    __slots__ = ("ascii", "data", "dynamic_redirects", "fast", "redirects", "source")
 
     def __init__(self, fast: bool = True) -> None:
         super().__init__()
         self.redirects: list[str] = []
         self.dynamic_redirects: set[int] = set()
         self.fast = fast
-        self.data = b""  # the source being walked (a nested parse swaps its own in)
+        # The source being walked (a nested parse swaps its own in): its bytes, which the
+        # tree's offsets index, and its text, which they index too when it is ASCII.
+        self.data = b""
+        self.source = ""
+        self.ascii = True
+
+    def text(self, node: tree_sitter.Node) -> str:
+        """`node`'s source text, sliced from the line's text when it is ASCII: no bytes
+        object made and decoded per node."""
+        if self.ascii:
+            return self.source[node.start_byte : node.end_byte]
+        return _text(node)
 
     def plain(self, source: str, via: str, depth: int) -> bool:
         """Walk `source` if it is a plain line; False (nothing walked) if it is not."""
-        commands = _plain(source) if self.fast else None
-        if commands is None:
+        steps = _plain(source, via) if self.fast else None
+        if steps is None:
             return False
-        for words, redirects in commands:
-            expand(self, SimpleCommand(tuple(words), via), depth)
-            for operator, target in redirects:
-                if operator.endswith("&") and (target.isdigit() or target == "-"):
-                    continue  # a file descriptor duplicated or closed
-                self.redirects.append(_PLAIN_PART.sub(_unquote, target))
+        for command, redirects in steps:
+            expand(self, command, depth)
+            self.redirects += redirects
         return True
 
     def parse(self, source: str, via: str, depth: int) -> None:
@@ -301,17 +376,23 @@ class _Walk(Context):
         if root.has_error:
             self.fail("the line does not parse as shell")
             return
-        outer, self.data = self.data, data
+        outer = self.data, self.source, self.ascii
+        self.data, self.source, self.ascii = data, source, len(data) == len(source)
         self.statements(root, via, depth)
-        self.data = outer
+        self.data, self.source, self.ascii = outer
 
     def contiguous(self, nodes: Sequence[tree_sitter.Node]) -> None:
         """Only blanks between `nodes`: tree-sitter drops a word now and then (the `-` of
         `ls - 2>f`), and a word it drops is one the rules would not see."""
-        for before, after in itertools.pairwise(nodes):
-            gap = self.data[before.end_byte : after.start_byte]
-            if gap.strip(b" \t\n\\"):
-                self.fail(f"words the parser drops: {gap.decode(errors='replace')[:40]}")
+        data = self.data
+        end = -1
+        for node in nodes:
+            start = node.start_byte
+            if start > end >= 0:
+                gap = data[end:start]
+                if gap != b" " and gap.strip(b" \t\n\\"):
+                    self.fail(f"words the parser drops: {gap.decode(errors='replace')[:40]}")
+            end = node.end_byte
 
     # -- statements --
 
@@ -343,7 +424,7 @@ class _Walk(Context):
                     self.words_in(child, via, depth)
         elif kind == "for_statement":
             variable = node.child_by_field_name("variable")
-            name = _text(variable) if variable is not None else ""
+            name = self.text(variable) if variable is not None else ""
             if name in SHELL_VARIABLES:
                 self.fail(f"a for loop assigning {name}, which changes how the shell runs")
             for child in node.named_children:
@@ -362,10 +443,12 @@ class _Walk(Context):
         elif kind in _REDIRECTS:
             self.redirect(node, via, depth)
         elif kind == "variable_assignment" or kind == "variable_assignments":
-            self.fail(f"an assignment ({_text(node)[:40]}) can change what runs")
+            self.fail(f"an assignment ({self.text(node)[:40]}) can change what runs")
             self.words_in(node, via, depth)
         elif kind == "declaration_command":
-            self.fail(f"{_text(node.children[0])} assigns variables, which can change what runs")
+            self.fail(
+                f"{self.text(node.children[0])} assigns variables, which can change what runs"
+            )
             self.words_in(node, via, depth)
         elif kind == "function_definition":
             self.fail("a function definition: it can stand in for any command")
@@ -392,7 +475,7 @@ class _Walk(Context):
             child = stack.pop()
             if child.type in _WORDS:
                 self.word(child, via, depth)
-            elif child.type == "test_operator" and _text(child) in _ARITHMETIC_TESTS:
+            elif child.type == "test_operator" and self.text(child) in _ARITHMETIC_TESTS:
                 if node.children[0].type == "[[":
                     self.arithmetic(node)
             else:
@@ -404,17 +487,17 @@ class _Walk(Context):
 
     def redirect(self, node: tree_sitter.Node, via: str, depth: int) -> None:
         descriptor = node.child_by_field_name("descriptor")
-        if descriptor is not None and not _text(descriptor).isdigit():
+        if descriptor is not None and not self.text(descriptor).isdigit():
             # tree-sitter reads `-c2>f` as descriptor `-c2`; bash as the word -c2 and `>f`
-            self.fail(f"a redirection the parser cannot read: {_text(node)[:40]}")
+            self.fail(f"a redirection the parser cannot read: {self.text(node)[:40]}")
         if node.type == "file_redirect":
             target = node.child_by_field_name("destination")
             if target is None:
                 return
             operator = next((c.type for c in node.children if not c.is_named), "")
             if operator in (">&-", "<&-"):  # tree-sitter splits `>&-x` where bash does not
-                self.fail(f"a redirection the parser cannot read: {_text(node)[:40]}")
-            elif operator in (">&", "<&") and (target.type == "number" or _text(target) == "-"):
+                self.fail(f"a redirection the parser cannot read: {self.text(node)[:40]}")
+            elif operator in (">&", "<&") and (target.type == "number" or self.text(target) == "-"):
                 return  # a file descriptor duplicated or closed, no file
             value, literal = self.word(target, via, depth)
             if not literal:
@@ -458,16 +541,24 @@ class _Walk(Context):
     def command(
         self, node: tree_sitter.Node, via: str, depth: int, extra: Sequence[tree_sitter.Node] = ()
     ) -> None:
-        self.contiguous(node.children)
+        if not extra:  # most commands are plain words: read from the text, no node walked
+            text = self.text(node)
+            if _PLAIN_COMMAND.fullmatch(text):
+                words = text.split()
+                if node.child_count == len(words):  # a node per word: none dropped
+                    expand(self, SimpleCommand(tuple(words), via), depth)
+                    return
+        children = node.children
+        self.contiguous(children)
         parts: list[tree_sitter.Node] = []
         redirects: list[tree_sitter.Node] = []
-        for index, child in enumerate(node.children):
+        for index, child in enumerate(children):
             kind = child.type
             if kind == "command_name":
                 parts.append(child.children[0])
             elif kind == "variable_assignment":
                 self.fail(
-                    f"an assignment before a command ({_text(child)[:40]}) can change what runs"
+                    f"an assignment before a command ({self.text(child)[:40]}) can change what runs"
                 )
                 self.words_in(child, via, depth)
             elif kind in _REDIRECTS:
@@ -475,7 +566,7 @@ class _Walk(Context):
                 parts.extend(_extra_words(child))
             elif child.is_named or node.field_name_for_child(index) == "argument":
                 parts.append(child)  # `-` and `$` arguments are anonymous nodes
-        self.simple([*parts, *extra], via, depth)
+        self.simple([*parts, *extra] if extra else parts, via, depth)
         for redirect in redirects:
             self.redirect(redirect, via, depth)
 
@@ -483,11 +574,16 @@ class _Walk(Context):
         self, parts: list[tree_sitter.Node], via: str, depth: int, program: str = ""
     ) -> None:
         words: list[str] = [program] if program else []
-        dynamic: set[int] = set()
+        dynamic: list[int] = []
+        source, ascii = self.source, self.ascii
         for part in parts:
-            value, literal = self.word(part, via, depth)
+            if part.type == "word":  # the most common part, without `word`'s dispatch
+                text = source[part.start_byte : part.end_byte] if ascii else _text(part)
+                value, literal = _unquoted(text)
+            else:
+                value, literal = self.word(part, via, depth)
             if not literal:
-                dynamic.add(len(words))
+                dynamic.append(len(words))
             words.append(value)
         if not words:
             return
@@ -500,36 +596,42 @@ class _Walk(Context):
         command inside it (`$(…)`, backticks, `<(…)`) is walked as a nested command."""
         kind = node.type
         if kind == "word" or not node.is_named:
-            return _unquoted(_text(node))
+            return _unquoted(self.text(node))
         if kind == "number":
-            return _text(node), True
+            return self.text(node), True
         if kind == "raw_string":
-            return _text(node)[1:-1], True
+            return self.text(node)[1:-1], True
         if kind == "string":
             return self.string(node, via, depth)
         if kind == "ansi_c_string":
-            value = _ansi_c(_text(node)[2:-1])
-            return (_text(node), False) if value is None else (value, True)
+            value = _ansi_c(self.text(node)[2:-1])
+            return (self.text(node), False) if value is None else (value, True)
         if kind == "translated_string":
             inner = node.named_children
             return self.string(inner[0], via, depth) if inner else ("", True)
+        if kind == "regex":
+            # After `==` or `=~` outside `[[ ]]` tree-sitter reads a regular expression
+            # that can run over `;` and the commands after it, which bash does run.
+            self.fail(f"a word the parser reads as a regular expression: {self.text(node)[:40]}")
+            return self.text(node), False
         if kind == "concatenation":
             values: list[str] = []
             literal, braces = True, False
             for index, child in enumerate(node.children):
-                if index and child.type == "word":  # a tilde expands only at the start
-                    value, plain = _unquoted(_text(child).replace("~", "\\~", 1))
+                part = child.type
+                if index and part == "word":  # a tilde expands only at the start
+                    value, plain = _unquoted(self.text(child).replace("~", "\\~", 1))
                 else:
                     value, plain = self.word(child, via, depth)
-                literal = literal and plain and child.type != "brace_expression"
-                braces = braces or (child.type == "word" and value == "{")
+                literal = literal and plain and part != "brace_expression"
+                braces = braces or (part == "word" and value == "{")
                 values.append(value)
             joined = "".join(values)
             if braces and ("," in joined or ".." in joined):
                 literal = False  # brace expansion: {a,b}, {1..3}
             return joined, literal
         self.substitutions(node, via, depth)
-        return _text(node), False
+        return self.text(node), False
 
     def string(self, node: tree_sitter.Node, via: str, depth: int) -> tuple[str, bool]:
         """A double-quoted word: its value from the source text (tree-sitter leaves blank
@@ -539,21 +641,21 @@ class _Walk(Context):
             if child.type != "string_content":
                 literal = False
                 self.substitutions(child, via, depth)
-        return _double_quoted(_text(node)[1:-1]), literal
+        return _double_quoted(self.text(node)[1:-1]), literal
 
     def substitutions(self, node: tree_sitter.Node, via: str, depth: int) -> None:
         """Walk an expansion for the commands it runs and the code it can hide."""
         kind = node.type
         if kind == "command_substitution":
-            inner = "`...`" if _text(node).startswith("`") else "$(...)"
+            inner = "`...`" if self.text(node).startswith("`") else "$(...)"
             self.statements(node, inner, depth)
         elif kind == "process_substitution":
-            self.statements(node, "<(...)" if _text(node).startswith("<") else ">(...)", depth)
+            self.statements(node, "<(...)" if self.text(node).startswith("<") else ">(...)", depth)
         elif kind == "arithmetic_expansion":
             self.arithmetic(node)
             self.words_in(node, via, depth)
         elif kind == "expansion":
-            text = _text(node)
+            text = self.text(node)
             if _PROMPT_EXPANSION.search(text):
                 self.fail(f"a prompt expansion ({text[:40]}) can run code")
             if any(c.type == "subscript" for c in node.named_children):
@@ -586,6 +688,13 @@ _CONTAINERS: Final = frozenset(
     }
 )
 _REDIRECTS: Final = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+_PLAIN_COMMAND: Final = re.compile(
+    r"[A-Za-z0-9_./:,@%+^-][A-Za-z0-9_./:,@%+^~-]*+"  # a program, not an assignment
+    r"(?:[ \t]++[A-Za-z0-9_./:,@%+^-][A-Za-z0-9_./:,@%+=^~-]*+)*+"  # arguments
+)
+"""A command of words that `word` would give as they are, literal: no quote, expansion,
+glob, backslash, redirection, or word starting with a tilde or `=` (after `==` or `=~`
+tree-sitter reads a regular expression)."""
 _WORDS: Final = frozenset(
     {
         "word",

@@ -77,3 +77,12 @@ async def test_containment_example_runs(capsys: pytest.CaptureFixture[str]) -> N
     if "no Landlock" not in out:
         assert "inside: written" in out
         assert "beside the workspace: refused" in out and "~/.ssh: refused" in out
+
+
+def test_fleet_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("dbos", reason="the fleet extra (dbos) is not installed")
+    assert load_example("fleet").main() == 0
+    out = capsys.readouterr().out
+    assert "by rule 'ask before writing'" in out
+    assert out.count(": Done.") == 3
+    assert "('write_to_file', 'allow')" in out and "notes.md written: True" in out
