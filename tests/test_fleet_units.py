@@ -251,3 +251,16 @@ def test_importing_the_fleet_without_the_extra_names_it(tmp_path: Path) -> None:
         timeout=60,
     )
     assert core.returncode == 0, core.stderr
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="DBOS uses unixepoch('subsec') on 3.12+")
+def test_unixepoch_subsec_works_on_every_sqlite_connection(tmp_path: Path) -> None:
+    """DBOS stamps SQLite rows with `unixepoch('subsec')` on Python 3.12+; an SQLite older
+    than 3.42 gives NULL for it unless the fleet supplies the function."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'any.sqlite'}")
+    with engine.connect() as conn:
+        value = conn.execute(sa.text("SELECT unixepoch('subsec') * 1000")).scalar()
+    engine.dispose()
+    assert value is not None and abs(value / 1000 - time.time()) < 60

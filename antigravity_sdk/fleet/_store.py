@@ -15,6 +15,8 @@ import contextlib
 import json
 import os
 import secrets
+import sqlite3
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -620,6 +622,29 @@ def _state(row: Any) -> FleetState:
         turn_period=row.turn_period,
         concurrency=row.concurrency,
     )
+
+
+def _unixepoch(*args: Any) -> float | int | None:
+    """SQLite's `unixepoch()`, for the forms DBOS uses: `unixepoch('subsec')` (float
+    seconds) and `unixepoch()` / `unixepoch('now')`; None (SQL NULL) for any other."""
+    if args == ("subsec",) or args == ("now", "subsec"):
+        return time.time()
+    if args in ((), ("now",)):
+        return int(time.time())
+    return None
+
+
+def _add_unixepoch(dbapi_connection: Any, _record: Any) -> None:
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        dbapi_connection.create_function("unixepoch", -1, _unixepoch)
+
+
+if sys.version_info >= (3, 12) and sqlite3.sqlite_version_info < (3, 42, 0):
+    # DBOS 3.4 stamps rows with `unixepoch('subsec')` on Python 3.12+, which SQLite has
+    # only from 3.42 (before, it is NULL and every insert fails a NOT NULL constraint).
+    # Python builds linked to an older SQLite (Debian 12 has 3.40) get the function
+    # from here, on every SQLite connection SQLAlchemy opens: DBOS's and its client's.
+    sa.event.listen(sa.engine.Engine, "connect", _add_unixepoch)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
