@@ -449,3 +449,36 @@ def fresh_database(server_url: str) -> Iterator[str]:
     finally:
         with contextlib.suppress(Exception), psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+ASK_BEFORE_WRITING = """
+[[rule]]
+name = "ask before writing"
+tool = "write_to_file"
+decision = "ask_user"
+
+[[rule]]
+tool = "*"
+decision = "allow"
+"""
+"""A policy file: writes wait for an approval, everything else is allowed."""
+
+
+def open_approval(store: Any, call: Any, *, task: str = "t1", expires_in: float = 60.0) -> str:
+    """Open (or find) the approval `call` of `task` waits on, as a worker's handler does;
+    its id."""
+    from antigravity_sdk.fleet._worker import call_key
+
+    args, key = call_key(call)
+    return str(
+        store.open_approval(
+            task_id=task,
+            worker="w1",
+            tool=call.qualified_name,
+            args_json=args,
+            call_key=key,
+            rule="ask before writing",
+            reason="",
+            expires_in=expires_in,
+        ).id
+    )

@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("dbos", reason="the fleet extra (dbos) is not installed")
 
+from fleet_support import open_approval
+
 from antigravity_sdk import audit, policy
 from antigravity_sdk.errors import ConfigurationError, PolicyError
 from antigravity_sdk.fleet import AgentSpec
@@ -55,17 +57,7 @@ def _key(args: dict[str, Any], name: str = "write_to_file") -> str:
 
 def _open(store: Store, args: dict[str, Any], task: str = "t1", expires: float = 60.0) -> str:
     call = ToolCall(name="write_to_file", args=args)
-    text, key = call_key(call)
-    return store.open_approval(
-        task_id=task,
-        worker="w1",
-        tool=call.qualified_name,
-        args_json=text,
-        call_key=key,
-        rule="ask before writing",
-        reason="",
-        expires_in=expires,
-    ).id
+    return open_approval(store, call, task=task, expires_in=expires)
 
 
 # -- (1) a grant binds its exact call -----------------------------------------------------

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 pytest.importorskip("dbos", reason="the fleet extra (dbos) is not installed")
 
 from cli_support import ROOT, cli_env
+from fleet_support import open_approval
 
 from antigravity_sdk import audit
 from antigravity_sdk.errors import ConfigurationError, PolicyError
@@ -43,20 +44,6 @@ decision = "allow"
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     return Store(f"sqlite:///{tmp_path / 'fleet.sqlite'}")
-
-
-def _open(store: Store, call: ToolCall, task: str = "t1", expires_in: float = 60.0) -> str:
-    args, key = call_key(call)
-    return store.open_approval(
-        task_id=task,
-        worker="w1",
-        tool=call.qualified_name,
-        args_json=args,
-        call_key=key,
-        rule="ask before writing",
-        reason="",
-        expires_in=expires_in,
-    ).id
 
 
 # -- the spec ------------------------------------------------------------------------------
@@ -131,28 +118,28 @@ def test_a_grant_binds_the_call_whatever_the_order_of_its_keys(args: dict[str, o
 
 def test_an_approval_is_answered_once_and_a_grant_is_used_once(store: Store) -> None:
     call = ToolCall(name="write_to_file", args={"TargetFile": "/w/a", "CodeContent": "x"})
-    first = _open(store, call)
-    assert _open(store, call) == first  # the same call, waiting again: the same approval
+    first = open_approval(store, call)
+    assert open_approval(store, call) == first  # the same call, waiting again: the same approval
     assert store.consume(first) is None  # pending
     assert store.answer(first, approve=True, by="me") is not None
     assert store.answer(first, approve=False, by="me") is None  # answered already
     assert store.consume(first) is True
     assert store.consume(first) is False  # used
-    assert _open(store, call) != first  # the same call later needs a new approval
+    assert open_approval(store, call) != first  # the same call later needs a new approval
 
 
 def test_a_grant_never_covers_another_call_or_another_task(store: Store) -> None:
     call = ToolCall(name="write_to_file", args={"TargetFile": "/w/a", "CodeContent": "x"})
     other = ToolCall(name="write_to_file", args={"TargetFile": "/w/b", "CodeContent": "x"})
-    granted = _open(store, call)
+    granted = open_approval(store, call)
     store.answer(granted, approve=True, by="me")
-    assert _open(store, other) != granted
-    assert _open(store, call, task="t2") != granted
+    assert open_approval(store, other) != granted
+    assert open_approval(store, call, task="t2") != granted
 
 
 def test_an_unanswered_approval_expires_to_deny(store: Store) -> None:
     call = ToolCall(name="write_to_file", args={"TargetFile": "/w/a"})
-    approval = _open(store, call, expires_in=0.2)
+    approval = open_approval(store, call, expires_in=0.2)
     assert [a.id for a in store.approvals()] == [approval]
     time.sleep(0.3)
     assert store.approvals() == []

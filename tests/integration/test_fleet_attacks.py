@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 from cli_support import served_in_thread
-from fleet_support import HarnessWatch, Requests, harness_env, tool_results, wait_until
+from fleet_support import (
+    ASK_BEFORE_WRITING,
+    HarnessWatch,
+    Requests,
+    harness_env,
+    tool_results,
+    wait_until,
+)
 
 pytest.importorskip("dbos", reason="the fleet tests need the fleet extra")
 
@@ -24,16 +31,6 @@ from antigravity_sdk.testing import Reply, text, tool_call
 TIMEOUT = 90.0
 WORKER = "attacks-1"
 
-ASK_BEFORE_WRITING = """
-[[rule]]
-name = "ask before writing"
-tool = "write_to_file"
-decision = "ask_user"
-
-[[rule]]
-tool = "*"
-decision = "allow"
-"""
 
 ALLOW_ALL = """
 [[rule]]

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from cli_support import served_in_thread
 from fleet_support import (
+    ASK_BEFORE_WRITING,
     Gate,
     HarnessWatch,
     Requests,
@@ -219,16 +220,6 @@ def test_tasks_spread_and_a_killed_worker_resumes_its_task(cluster: Cluster) -> 
 
 # -- approvals from anywhere ------------------------------------------------------------------
 
-ASK_BEFORE_WRITING = """
-[[rule]]
-name = "ask before writing"
-tool = "write_to_file"
-decision = "ask_user"
-
-[[rule]]
-tool = "*"
-decision = "allow"
-"""
 
 APPROVE = """
 import sys
