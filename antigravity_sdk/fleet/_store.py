@@ -283,10 +283,6 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(FLEET.update().where(FLEET.c.name == _ROW).values(stopped=int(stopped)))
 
-    def reset_counters(self) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(FLEET.update().where(FLEET.c.name == _ROW).values(tool_calls=0, tokens=0))
-
     def charge_tool_call(self) -> FleetState:
         """Count one tool call against the fleet's budget (one atomic statement) and
         return the state after it: the caller denies if the fleet is stopped or over."""
@@ -554,10 +550,6 @@ class Store:
                 sa.select(APPROVALS.c.status).where(APPROVALS.c.id == approval_id)
             ).scalar_one_or_none()
         return None if status == PENDING else False
-
-    def waiting_tasks(self) -> set[str]:
-        """Tasks with an approval pending and in time."""
-        return {a.task_id for a in self.approvals()}
 
     # -- audit ---------------------------------------------------------------------------
 
