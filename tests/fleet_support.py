@@ -463,6 +463,19 @@ decision = "allow"
 """
 """A policy file: writes wait for an approval, everything else is allowed."""
 
+NO_WRITES = """
+[[rule]]
+name = "no writes"
+tool = "write_to_file"
+decision = "deny"
+
+[[rule]]
+name = "everything else"
+tool = "*"
+decision = "allow"
+"""
+"""A policy file: writes are denied, everything else is allowed."""
+
 
 def open_approval(store: Any, call: Any, *, task: str = "t1", expires_in: float = 60.0) -> str:
     """Open (or find) the approval `call` of `task` waits on, as a worker's handler does;

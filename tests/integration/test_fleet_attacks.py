@@ -16,6 +16,7 @@ import pytest
 from cli_support import served_in_thread
 from fleet_support import (
     ASK_BEFORE_WRITING,
+    NO_WRITES,
     HarnessWatch,
     Requests,
     harness_env,
@@ -33,17 +34,6 @@ WORKER = "attacks-1"
 
 
 ALLOW_ALL = """
-[[rule]]
-tool = "*"
-decision = "allow"
-"""
-
-NO_WRITES = """
-[[rule]]
-name = "no writes"
-tool = "write_to_file"
-decision = "deny"
-
 [[rule]]
 tool = "*"
 decision = "allow"

@@ -22,6 +22,7 @@ import pytest
 from cli_support import served_in_thread
 from fleet_support import (
     BROKEN_HOOK_ENV,
+    NO_WRITES,
     HarnessWatch,
     Requests,
     assistant_texts,
@@ -47,18 +48,6 @@ name = "ask before writing"
 tool = "write_to_file"
 decision = "ask_user"
 {timeout}
-
-[[rule]]
-name = "everything else"
-tool = "*"
-decision = "allow"
-"""
-
-NO_WRITES = """
-[[rule]]
-name = "no writes"
-tool = "write_to_file"
-decision = "deny"
 
 [[rule]]
 name = "everything else"
