@@ -17,12 +17,19 @@ practice; not on NFS). Lines reach the kernel at once but the disk only when the
 flushes them, unless `fsync=True` (see docs/api.md for the cost). The log grows without
 bound: rotate it with logrotate's `copytruncate` (writes after the truncation land at
 the new end, as `O_APPEND` writes do).
+
+Sealed: each line carries its session, its number, the previous line's seal and its own,
+an HMAC-SHA256 with a key the agent never holds (the state directory's `audit` key by
+default, see `antigravity_sdk.state`), so a log rewritten and resealed without the key
+fails `verify`. Lines go to an `AuditSink`: the file (`FileSink`) or, in a fleet, its
+audit table.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -37,7 +44,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _encode_string
 from pathlib import Path
 from time import perf_counter_ns
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from .context import DecisionNote, noting
 from .errors import ConfigurationError
@@ -51,10 +58,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REDACTION_FAILED",
+    "UNKEYED",
     "AuditLog",
+    "AuditSink",
     "AuditSummary",
     "ChainReport",
+    "FileSink",
     "Redactor",
+    "default_keys",
     "read_entries",
     "render_summary",
     "summarize",
@@ -63,8 +74,10 @@ __all__ = [
 
 logger = logging.getLogger("antigravity_sdk.audit")
 
-VERSION: Final = 2
-"""The line format's version (`"v"` in every line): 2 chains the lines (see `verify`)."""
+VERSION: Final = 3
+"""The line format's version (`"v"` in every line): 3 seals the chain with a keyed MAC
+(`"mac"`); 2 sealed it with a plain hash (`"hash"`), which `verify` still reads but cannot
+prove (anyone can recompute it)."""
 
 REDACTION_FAILED: Final = "<redaction failed>"
 """What a line holds instead of the arguments when the redactor raised or returned
@@ -84,6 +97,7 @@ _NO_RULE: Final = 'null,"decision":null,"bucket":null,"bucket_name":null'
 _ALLOWED: Final = '"message":"",'
 _HEADS_KEPT: Final = 1024
 _HASH_DIGITS: Final = 32
+_SEAL_FIELDS: Final = frozenset({"sid", "seq", "prev", "hash", "mac"})
 
 
 def _str(value: object) -> str:
@@ -133,12 +147,84 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
+class AuditSink(Protocol):
+    """Where an audit log's sealed lines go: `write` one whole line (ASCII JSON ending in
+    a newline; raise `OSError` when it cannot be stored), `close` at the session's end."""
+
+    def write(self, line: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FileSink:
+    """An `AuditSink` appending to a file: opened (created 0600: arguments may be
+    sensitive) with `O_APPEND`, one `os.write` per line (more only after a short write),
+    `fsync` after each when asked. A path that cannot be opened is a
+    `ConfigurationError`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot open the audit log {os.fspath(path)!r}: {exc.strerror or exc}"
+            ) from None
+        self._fd = fd
+        self._fsync = fsync
+        self._closer = weakref.finalize(self, _close, fd)
+
+    def write(self, line: bytes) -> None:
+        fd = self._fd
+        if fd < 0:
+            raise OSError("the audit log is not open")
+        written = os.write(fd, line)
+        while written < len(line):  # a full disk or a signal; the rest follows
+            written += os.write(fd, line[written:])
+        if self._fsync:
+            os.fsync(fd)
+
+    def close(self) -> None:
+        self._fd = -1
+        self._closer()
+
+
+class _Sealer:
+    """HMAC-SHA256 with `key`, its padded key blocks hashed once: a seal then costs two
+    hash copies and updates (cheaper than `hmac.new`, which starts over every time)."""
+
+    def __init__(self, key: bytes) -> None:
+        block = hashlib.sha256().block_size
+        padded = (hashlib.sha256(key).digest() if len(key) > block else key).ljust(block, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in padded))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in padded))
+
+    def seal(self, data: bytes) -> str:
+        """The first 32 hex digits of HMAC-SHA256(key, data)."""
+        inner = self._inner.copy()
+        inner.update(data)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()[:_HASH_DIGITS]
+
+
+def _check_key(key: object, what: str) -> bytes:
+    if not isinstance(key, bytes) or len(key) < 32:
+        raise ConfigurationError(f"{what} must be at least 32 bytes, got {type(key).__name__}")
+    return key
+
+
 class AuditLog:
     """Appends an agent's decision and turn lines to `path` (see the module docstring).
 
     The agent opens it at `start()` and closes it at `stop()`. Writing never breaks a
     turn: a failed write is logged on `antigravity_sdk.audit` and counted in
     `write_errors`, and the decision stands as made.
+
+    `key` seals the chain (at least 32 bytes; None: the state directory's `audit` key,
+    `antigravity_sdk.state.secret("audit")`, read when the log opens). `sink` makes where
+    the lines go, once per opening (None: a `FileSink` on `path`); `fields` are added to
+    every line, inside its seal (the fleet's task, worker and spec hash).
     """
 
     def __init__(
@@ -147,6 +233,9 @@ class AuditLog:
         *,
         redact: Redactor | None = None,
         fsync: bool = False,
+        key: bytes | None = None,
+        sink: Callable[[], AuditSink] | None = None,
+        fields: Mapping[str, str | int | None] | None = None,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise TypeError(f"audit_log takes a file path, got {type(path).__name__}")
@@ -154,12 +243,24 @@ class AuditLog:
             raise TypeError(f"redact must be callable (args -> args), got {redact!r}")
         if not isinstance(fsync, bool):
             raise TypeError(f"fsync must be a bool, got {fsync!r}")
+        if key is not None:
+            _check_key(key, "the audit key")
+        if sink is not None and not callable(sink):
+            raise TypeError(f"sink must be callable (() -> AuditSink), got {sink!r}")
+        fields = dict(fields or {})
+        taken = _SEAL_FIELDS & fields.keys()
+        if taken:
+            raise ConfigurationError(f"audit fields {sorted(taken)} are the seal's own")
         self.path = Path(path)
         self.redact = redact
         self.fsync = fsync
+        self.key = key
+        self.sink = sink
+        self.fields = fields
+        self._fields = "".join(f",{_str(k)}:{_ENCODER.encode(v)}" for k, v in fields.items())
         self.write_errors = 0
-        self._fd = -1
-        self._closer: weakref.finalize[Any, Any] | None = None
+        self._out: AuditSink | None = None
+        self._sealer: _Sealer | None = None
         self._turn = 0
         self._decisions = 0
         self._denied = 0
@@ -174,44 +275,48 @@ class AuditLog:
 
     def copy(self) -> AuditLog:
         """A new, unopened log with the same settings: one per agent."""
-        return AuditLog(self.path, redact=self.redact, fsync=self.fsync)
+        return AuditLog(
+            self.path,
+            redact=self.redact,
+            fsync=self.fsync,
+            key=self.key,
+            sink=self.sink,
+            fields=self.fields,
+        )
 
     # -- the file ----------------------------------------------------------------------
 
     def open(self, policy: str = "") -> None:
-        """Open (creating, mode 0600: arguments may be sensitive) for appending; a path
-        that cannot be opened is a `ConfigurationError`. Each opening starts a chain of
-        its own (a new `sid`); `policy` is the policy set's hash
+        """Open the sink (the file: created 0600, for appending); a path that cannot be
+        opened, or a key that cannot be read, is a `ConfigurationError`. Each opening
+        starts a chain of its own (a new `sid`); `policy` is the policy set's hash
         (`PolicyEnforcer.fingerprint`), recorded on the session and decision lines."""
-        if self._fd >= 0:
+        if self._out is not None:
             return
+        if self._sealer is None:
+            if self.key is None:
+                from .state import secret
+
+                self._sealer = _Sealer(secret("audit"))
+            else:
+                self._sealer = _Sealer(self.key)
         self._sid, self._seq, self._prev = secrets.token_hex(8), 0, ""
         self._policy = policy
         self._heads.clear()
-        self._fd = self._open_target()
-
-    def _open_target(self) -> int:
-        """Open the file and return its descriptor (a subclass whose `_emit` stores lines
-        elsewhere returns 0: open, with nothing to close)."""
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        try:
-            fd = os.open(self.path, flags, 0o600)
-        except OSError as exc:
-            raise ConfigurationError(
-                f"cannot open the audit log {str(self.path)!r}: {exc.strerror or exc}"
-            ) from None
-        self._closer = weakref.finalize(self, _close, fd)
-        return fd
+        self._out = self.sink() if self.sink is not None else FileSink(self.path, fsync=self.fsync)
 
     def close(self) -> None:
         """Write the session's `end` line (how many lines came before it, so a cut tail
         shows) and close."""
-        if self._fd >= 0:
-            self.write({"v": VERSION, "kind": "end", "time": _iso(time.time_ns())})
-        if self._closer is not None:
-            self._closer()
-            self._closer = None
-        self._fd = -1
+        out = self._out
+        if out is None:
+            return
+        self.write({"v": VERSION, "kind": "end", "time": _iso(time.time_ns())})
+        self._out = None
+        try:
+            out.close()
+        except Exception as exc:
+            self._failed(f"could not close the audit log {self.path}", exc)
 
     def write(self, entry: Mapping[str, Any]) -> None:
         """Append `entry` (a non-empty mapping) as one JSON line."""
@@ -224,31 +329,27 @@ class AuditLog:
 
     def _append(self, body: str) -> None:
         """Seal `body` (a JSON object's text without its closing brace) into a line of
-        the chain and write it with one `os.write` (more only after a short write).
+        the chain and hand it to the sink (the file: one `os.write`).
 
-        The seal adds this writer's `sid`, the line's `seq` and the previous line's hash
-        (`prev`), then the line's own `hash`: the first 32 hex digits of the SHA-256 of
-        the line up to that field. Only a line written advances the chain."""
+        The seal adds the log's `fields`, this writer's `sid`, the line's `seq` and the
+        previous line's seal (`prev`), then the line's own `mac`: the first 32 hex digits
+        of the HMAC-SHA256, under the log's key, of the line up to that field. Only a
+        line written advances the chain."""
         try:
-            sealed = f'{body},"sid":"{self._sid}","seq":{self._seq},"prev":"{self._prev}"'
+            out, sealer = self._out, self._sealer
+            if out is None or sealer is None:
+                raise OSError("the audit log is not open")
+            sealed = (
+                f'{body}{self._fields},"sid":"{self._sid}","seq":{self._seq},"prev":"{self._prev}"'
+            )
             encoded = sealed.encode("ascii")
-            digest = hashlib.sha256(encoded).hexdigest()[:_HASH_DIGITS]
-            self._emit(encoded + b',"hash":"' + digest.encode("ascii") + b'"}\n')
+            digest = sealer.seal(encoded)
+            out.write(encoded + b',"mac":"' + digest.encode("ascii") + b'"}\n')
         except Exception as exc:
             self._failed(f"could not write to the audit log {self.path}", exc)
             return
         self._seq += 1
         self._prev = digest
-
-    def _emit(self, data: bytes) -> None:
-        """Write one sealed line (a subclass may store it elsewhere: the fleet's table)."""
-        if self._fd < 0:
-            raise OSError("the audit log is not open")
-        written = os.write(self._fd, data)
-        while written < len(data):  # a full disk or a signal; the rest follows
-            written += os.write(self._fd, data[written:])
-        if self.fsync:
-            os.fsync(self._fd)
 
     def _failed(self, what: str, exc: Exception) -> None:
         self.write_errors += 1
@@ -417,6 +518,36 @@ class AuditLog:
             }
         )
 
+    def refused_connection(
+        self, conversation: str, host: str, port: int, method: str, reason: str
+    ) -> None:
+        """A decision line for a connection the containment's egress proxy refused: the
+        `network` route, no tool call (a command or the harness reached for a host not
+        allowed), decided by the containment."""
+        self.write(
+            {
+                "v": VERSION,
+                "kind": "decision",
+                "policy": self._policy,
+                "conversation": conversation,
+                "turn": self._turn,
+                "trajectory": "",
+                "route": "network",
+                "tool": None,
+                "verdict": "deny",
+                "by": "containment",
+                "rule": None,
+                "hook": None,
+                "message": reason,
+                "time": _iso(time.time_ns()),
+                "call_id": "",
+                "host": host,
+                "port": port,
+                "method": method,
+                "args": {"host": host, "port": port, "method": method},
+            }
+        )
+
     def begin_turn(self) -> None:
         self._turn += 1
         self._decisions = self._denied = 0
@@ -450,7 +581,10 @@ class AuditLog:
 
 
 _KINDS: Final = frozenset({"session", "decision", "turn", "end"})
-_SEAL: Final = re.compile(rb',"hash":"([0-9a-f]{%d})"\}\n\Z' % _HASH_DIGITS)
+_SEAL: Final = re.compile(rb',"(hash|mac)":"([0-9a-f]{%d})"\}\n\Z' % _HASH_DIGITS)
+UNKEYED: Final = "unkeyed: integrity not provable against a rewrite"
+"""What `verify` says of a session sealed with a plain hash (an older SDK's format):
+its chain may hold, but anyone can recompute it."""
 
 
 @dataclass
@@ -460,42 +594,106 @@ class _Chain:
     first: int  # the line number of its first line seen
     last: int  # of its last line seen
     seq: int  # the last line's sequence number
-    hash: str  # the last line's hash
+    hash: str  # the last line's seal
+    keyed: bool  # its first line is sealed with a key
+    key: bytes | None = None  # the key its lines verified with
     ended: bool = False
 
 
 @dataclass
 class ChainReport:
     """What `verify` found: the lines and sessions it read, and every break in the chain
-    as (line number, what is wrong). An intact log has no problems."""
+    as (line number, what is wrong). An intact log has no problems: every session whole
+    and sealed with a key `verify` holds. `unkeyed` counts the sessions sealed without a
+    key (a problem each: nothing proves they were not rewritten); `unverified` the
+    keyed lines whose seal matched no key (edited, or sealed with another key),
+    out of `keyed` keyed lines; `keys` names the keys tried."""
 
     lines: int = 0
     sessions: int = 0
     problems: list[tuple[int, str]] = field(default_factory=list)
+    keyed: int = 0
+    unverified: int = 0
+    unkeyed: int = 0
+    keys: list[str] = field(default_factory=list)
 
     @property
     def intact(self) -> bool:
         return not self.problems
 
+    @property
+    def wrong_key(self) -> bool:
+        """No keyed line verified: most likely the log was sealed with another key."""
+        return self.keyed > 0 and self.unverified == self.keyed
 
-def verify(path: str | os.PathLike[str]) -> ChainReport:
+
+def default_keys() -> list[tuple[str, bytes]]:
+    """The keys this machine holds, named: the state directory's `audit` key and the
+    fleet's secret (`$ANTIGRAVITY_FLEET_SECRET`, else the state directory's `fleet` key),
+    those that exist (none is made here)."""
+    from .state import FLEET_SECRET_ENV, fleet_secret, key_path, secret
+
+    found: list[tuple[str, bytes]] = []
+    if key_path("audit").exists():
+        found.append((str(key_path("audit")), secret("audit", create=False)))
+    fleet = fleet_secret(create=False)
+    if fleet is not None:
+        name = f"${FLEET_SECRET_ENV}" if os.environ.get(FLEET_SECRET_ENV) else key_path("fleet")
+        found.append((str(name), fleet))
+    return found
+
+
+class _Keys:
+    """The keys `verify` tries, made on first need (a log sealed with none needs none)."""
+
+    def __init__(self, keys: bytes | Iterable[bytes] | None) -> None:
+        self._given = keys
+        self._keys: list[tuple[bytes, _Sealer]] | None = None
+        self.names: list[str] = []
+
+    def get(self) -> list[tuple[bytes, _Sealer]]:
+        if self._keys is None:
+            if self._given is None:
+                named = default_keys()
+            elif isinstance(self._given, bytes):
+                named = [("the key given", self._given)]
+            else:
+                named = [(f"key #{n}", key) for n, key in enumerate(self._given, 1)]
+            self.names = [name for name, _ in named]
+            self._keys = [(_check_key(key, name), _Sealer(key)) for name, key in named]
+        return self._keys
+
+
+def verify(path: str | os.PathLike[str], key: bytes | Iterable[bytes] | None = None) -> ChainReport:
     """Check the chain of every session in the log at `path` (raises OSError when it
     cannot be read). Each line must be whole, carry its session (`sid`), number (`seq`),
-    the previous line's hash (`prev`) and its own (`hash`, over the line up to it); each
-    session must run from line 0 to its `end` line without a gap. So an edited line (its
-    hash), a deleted, inserted or reordered one (`seq` and `prev`), and a cut tail (a
-    partial last line, or a session without its `end`) are found, with the line number
-    where the chain breaks. Sessions of several agents may interleave in one file."""
+    the previous line's seal (`prev`) and its own (`mac`: an HMAC over the line up to
+    it, under one of the keys); each session must run from line 0 to its `end` line
+    without a gap. So an edited line (its seal), a deleted, inserted or reordered one
+    (`seq` and `prev`), a cut tail (a partial last line, or a session without its `end`)
+    and a log rewritten and resealed without the key are found, with the line number
+    where the chain breaks. Sessions of several agents may interleave in one file.
+
+    `key`: the key, or keys, the log may be sealed with (each session with one); None:
+    this machine's (`default_keys()`: the audit key and the fleet's secret). A session
+    sealed with a plain hash (an older SDK) is reported as `UNKEYED`. A keyed line with
+    no key to check it against is a `ConfigurationError`."""
     report = ChainReport()
     chains: dict[str, _Chain] = {}
+    keys = _Keys(key)
     with open(path, "rb") as f:
         raw_lines = f.readlines()
     for number, raw in enumerate(raw_lines, 1):
         report.lines = number
-        problem = _check_line(number, raw, chains)
+        problem = _check_line(number, raw, chains, keys, report)
         if problem:
             report.problems.append((number, problem))
     for sid, chain in chains.items():
+        if not chain.keyed:
+            report.unkeyed += 1
+            report.problems.append(
+                (chain.first, f"session {sid} (from line {chain.first}) is {UNKEYED}")
+            )
         if not chain.ended:
             report.problems.append(
                 (
@@ -506,36 +704,79 @@ def verify(path: str | os.PathLike[str]) -> ChainReport:
                 )
             )
     report.sessions = len(chains)
+    report.keys = keys.names
     report.problems.sort()
     return report
 
 
-def _check_line(number: int, raw: bytes, chains: dict[str, _Chain]) -> str:
+def _unseal(
+    number: int, raw: bytes, sealed: re.Match[bytes], chain: _Chain | None, keys: _Keys
+) -> tuple[bytes | None, str]:
+    """(the key the line's MAC verifies with, "") or (None, what is wrong with its seal)."""
+    content, digest = raw[: sealed.start()], sealed.group(2).decode()
+    candidates = keys.get()
+    if not candidates:
+        raise ConfigurationError(
+            f"line {number} is sealed with a key, and there is none to check it with (no "
+            "audit key in the SDK's state directory, no fleet secret): give the key it "
+            "was sealed with"
+        )
+    if chain is not None and chain.key is not None:
+        candidates = [pair for pair in candidates if pair[0] == chain.key]
+    for secret_key, sealer in candidates:
+        if hmac.compare_digest(sealer.seal(content), digest):
+            return secret_key, ""
+    if chain is not None and chain.key is not None:
+        return None, "its MAC does not match its content: the line was edited"
+    return None, (
+        "its MAC does not match its content under any key tried: the line was edited, "
+        "or the log was sealed with another key"
+    )
+
+
+def _check_line(
+    number: int, raw: bytes, chains: dict[str, _Chain], keys: _Keys, report: ChainReport
+) -> str:
     """What is wrong with line `number` of the chain (and record it), or ""."""
     if not raw.endswith(b"\n"):
         return "the last line is partial: the file was cut here (or a write was cut short)"
     sealed = _SEAL.search(raw)
     if sealed is None:
-        return "not a sealed line (no hash at its end): edited, inserted, or from an older SDK"
-    digest = sealed.group(1).decode()
-    if hashlib.sha256(raw[: sealed.start()]).hexdigest()[:_HASH_DIGITS] != digest:
-        return "its hash does not match its content: the line was edited"
+        return "not a sealed line (no seal at its end): edited, inserted, or from an older SDK"
+    digest = sealed.group(2).decode()
+    keyed = sealed.group(1) == b"mac"
     try:
         entry = json.loads(raw)
         sid, seq, prev = str(entry["sid"]), entry["seq"], str(entry["prev"])
     except (ValueError, KeyError, TypeError):
         return "not a chained JSON line (no sid, seq or prev)"
+    chain = chains.get(sid)
+    used: bytes | None = None
+    if keyed:
+        report.keyed += 1
+        used, wrong = _unseal(number, raw, sealed, chain, keys)
+        if wrong:
+            report.unverified += 1
+            return wrong
+    elif hashlib.sha256(raw[: sealed.start()]).hexdigest()[:_HASH_DIGITS] != digest:
+        return "its hash does not match its content: the line was edited"
     if not isinstance(seq, int) or isinstance(seq, bool):
         return "its seq is not a number"
-    chain = chains.get(sid)
     problem = ""
     if chain is None:
         if seq != 0 or prev:
             problem = f"session {sid} starts at its line {seq}: the lines before were deleted"
-        chain = chains[sid] = _Chain(first=number, last=number, seq=seq, hash=digest)
+        chain = chains[sid] = _Chain(
+            first=number, last=number, seq=seq, hash=digest, keyed=keyed, key=used
+        )
     else:
         if chain.ended:
             problem = f"a line of session {sid} after its end line (line {chain.last})"
+        elif keyed != chain.keyed:
+            problem = (
+                f"sealed {'with' if keyed else 'without'} a key, in a session sealed "
+                f"{'with' if chain.keyed else 'without'} one: the session was rewritten"
+            )
         elif seq != chain.seq + 1:
             problem = (
                 f"session {sid} goes from its line {chain.seq} (line {chain.last}) to "
@@ -547,6 +788,8 @@ def _check_line(number: int, raw: bytes, chains: dict[str, _Chain]) -> str:
                 "or reordered"
             )
         chain.last, chain.seq, chain.hash = number, seq, digest
+        if chain.key is None:
+            chain.key = used
     if entry.get("kind") == "end":
         chain.ended = True
     return problem
@@ -608,6 +851,8 @@ def _deny_reason(entry: Mapping[str, Any]) -> str:
         return f"rule {entry.get('rule')}"
     if by == "hook":
         return f"hook {entry.get('hook')}"
+    if by == "containment":
+        return f"host {entry.get('host')} not allowed"
     return "sdk refusal"
 
 
@@ -623,7 +868,8 @@ def summarize(path: str | os.PathLike[str]) -> AuditSummary:
         if entry["kind"] == "turn":
             turns.append(entry)
             continue
-        name = str(entry.get("tool") or "(undescribed)")
+        route = "(network)" if entry.get("route") == "network" else "(undescribed)"
+        name = str(entry.get("tool") or route)
         stats = tools.setdefault(name, ToolStats(name))
         if entry.get("verdict") == "allow":
             stats.allowed += 1

@@ -11,9 +11,9 @@ A plain script (not a test): `python benches/bench_audit.py [--batch N] [--round
    plain decision followed by the least any per-decision line can cost (a constant head,
    the five per-call fields formatted, one `os.write`), with nothing noted about the
    decision, so without the rule, bucket or hook a real line names. "floor+chain" is
-   that floor sealed into the hash chain as every line is (`AuditLog._append`: session,
-   number, previous hash, its own SHA-256): its difference from "floor" is what the chain
-   adds per decision (target: at most 5 µs).
+   that floor sealed into the chain as every line is (`AuditLog._append`: session,
+   number, previous MAC, its own MAC, an HMAC-SHA256 under the audit key): its
+   difference from "floor" is what the chain adds per decision (target: at most 5 µs).
 2. A 50-call turn against the real harness, offline (ScriptedModel: five replies of ten
    parallel reads): two agents, one with the audit log, their turns alternating; median
    wall time of `--turns` turns each. The target: unchanged within noise.

@@ -13,6 +13,14 @@ path) and the supervisor child putting them in force (`confine.contain`: its nam
 private devpts, the seccomp filter and Landlock, in a forked child).
 
 Target (issue 19): start at most 10 ms more than without; nothing added per tool call.
+
+    .venv/bin/python benches/bench_containment.py --against REV [--rounds 8]
+
+compares this tree's contained start with another revision's (issue 26: at most 15 ms
+more than before it): REV is checked out in a temporary git worktree, and rounds of
+subprocesses alternate between the two trees (which goes first flips every round), each
+timing `--starts` contained starts on its own ScriptedModel; the table shows the medians
+of all starts and the median of the per-round differences.
 """
 
 from __future__ import annotations
@@ -79,7 +87,6 @@ def in_process(root: Path, reps: int) -> tuple[float, float]:
             workspaces=[root / "ws"],
             state=[root / "save", root / "app"],
             tmp_dir=root,
-            ports=(443,),
             abi=landlock_abi(),
         )
         rules = contained.supervisor_rules()
@@ -130,10 +137,86 @@ async def measure(root: Path, pairs: int) -> None:
     )
 
 
+_STARTS = """
+import asyncio, json, logging, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from antigravity_sdk import Agent, policy
+from antigravity_sdk.testing import ScriptedModel
+logging.getLogger("antigravity_sdk").setLevel(logging.ERROR)
+
+async def main(count):
+    root = Path(tempfile.mkdtemp(prefix="bench-against-")).resolve()
+    (root / "ws").mkdir()
+    times = []
+    async with ScriptedModel(["unused"]) as model:
+        for i in range(count + 1):  # the first warms caches
+            agent = (Agent.builder().model(model).policies([policy.allow_all()])
+                     .workspaces([root / "ws"]).save_dir(root / "save")
+                     .app_data_dir(root / "app").build())
+            t0 = time.perf_counter()
+            await agent.start()
+            times.append(time.perf_counter() - t0)
+            await agent.stop()
+    return times[1:]
+
+print(json.dumps(asyncio.run(main(int(sys.argv[2])))))
+"""
+"""One subprocess of `against`: contained starts of the SDK in the tree `argv[1]`."""
+
+
+def against(rev: str, rounds: int, starts: int) -> int:
+    """This tree's contained start against `rev`'s, interleaved by subprocess rounds."""
+    import json
+    import subprocess
+
+    top = HERE.parent
+    with tempfile.TemporaryDirectory(prefix="bench-against-") as tmp:
+        other = Path(tmp) / "tree"
+        subprocess.run(
+            ["git", "-C", str(top), "worktree", "add", "--detach", "-q", str(other), rev],
+            check=True,
+        )
+        try:
+            trees = {"this tree": top, rev: other}
+            times: dict[str, list[float]] = {name: [] for name in trees}
+            diffs = []
+            for i in range(rounds):
+                names = list(trees) if i % 2 == 0 else list(reversed(trees))
+                medians = {}
+                for name in names:
+                    out = subprocess.run(
+                        [sys.executable, "-c", _STARTS, str(trees[name]), str(starts)],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout
+                    runs = json.loads(out.strip().splitlines()[-1])
+                    times[name] += runs
+                    medians[name] = statistics.median(runs)
+                diffs.append(medians["this tree"] - medians[rev])
+        finally:
+            subprocess.run(
+                ["git", "-C", str(top), "worktree", "remove", "--force", str(other)], check=False
+            )
+    print(f"contained agent start, {rounds} interleaved rounds of {starts} (ms, medians)\n")
+    print(f"| this tree | {rev} | difference of medians | median per-round difference |")
+    print("|---|---|---|---|")
+    a, b = (statistics.median(times[n]) * 1000 for n in ("this tree", rev))
+    print(f"| {a:.1f} | {b:.1f} | {a - b:+.1f} | {statistics.median(diffs) * 1000:+.1f} |")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--against", metavar="REV", help="compare starts with a git revision")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--starts", type=int, default=5)
     args = parser.parse_args()
+    if args.against:
+        logging.getLogger("antigravity_sdk").setLevel(logging.ERROR)
+        return against(args.against, args.rounds, args.starts)
     if landlock_abi() < 1:
         print("this kernel offers no Landlock: nothing to measure")
         return 1

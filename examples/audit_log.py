@@ -4,8 +4,10 @@
 the tool, its arguments (after `redact`), the verdict and what decided it (a policy rule
 and its bucket, a hook by name, or the SDK's own refusal), and how long deciding took;
 each turn ends with a line holding its usage and stop reason. Here a policy denies
-`rm`, a hook denies reading `.env`, and the redactor hides tokens in commands. Then the
-log is read back and summarised, as `antigravity audit summarize FILE` prints it.
+`rm`, a hook denies reading `.env`, and the redactor hides tokens in commands; the `curl`
+the policies allow is refused by the containment's egress proxy (`example.test` is no
+allowed host), a decision line of its own on the `network` route. Then the log is read
+back and summarised, as `antigravity audit summarize FILE` prints it.
 
     python examples/audit_log.py
 """
@@ -75,13 +77,21 @@ async def main() -> int:
     async with agent:
         await agent.chat("fetch, clean up, read the config")
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    for line in lines:
-        if line["kind"] == "decision":
-            why = line["rule"] or line["hook"] or line["by"]
-            print(f"{line['tool']:<12} {line['verdict']:<6} by {line['by']:<6} ({why})")
+    decisions = [line for line in lines if line["kind"] == "decision"]
+    for line in decisions:
+        if line["route"] == "network":  # no tool call: a connection the proxy refused
+            where = f"{line['host']}:{line['port']}"
+            print(f"{'(network)':<12} {line['verdict']:<6} by {line['by']} ({where})")
+            continue
+        why = line["rule"] or line["hook"] or line["by"]
+        print(f"{line['tool']:<12} {line['verdict']:<6} by {line['by']:<6} ({why})")
     render_summary(summarize(log), sys.stdout)
-    verdicts = [(e["verdict"], e["rule"] or e["hook"]) for e in lines if e["kind"] == "decision"]
+    calls = [e for e in decisions if e["route"] != "network"]
+    verdicts = [(e["verdict"], e["rule"] or e["hook"]) for e in calls]
     expected = [("allow", "allow_all"), ("deny", "no-rm"), ("deny", "NoDotEnv")]
+    refused = [e["host"] for e in decisions if e["route"] == "network"]
+    if refused != ["example.test"] and refused != []:  # (curl may not be installed)
+        return 1
     redacted = "s3cr3t" not in log.read_text() and "token=***" in log.read_text()
     (turn,) = [line for line in lines if line["kind"] == "turn"]
     return 0 if verdicts == expected and redacted and turn["stop_reason"] == "finished" else 1

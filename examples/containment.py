@@ -1,10 +1,11 @@
 """What the kernel still refuses when every policy allows (offline; Linux with Landlock).
 
 The policies here allow everything, and the scripted model runs one shell command that
-writes inside the workspace, then tries to write beside it and to read an SSH key. The
-harness runs contained (the default): the first works, the other two are refused by the
-kernel. The example's own home directory stands in for yours (`HOME` points at it), so
-nothing of yours is touched.
+writes inside the workspace, then tries to write beside it, to read an SSH key and to
+fetch a page from a host nobody allowed. The harness runs contained (the default): the
+first works, the other three are refused (by the kernel, and by the SDK's egress proxy,
+the agent's only way out). The example's own home directory stands in for yours (`HOME`
+points at it), so nothing of yours is touched.
 
     python examples/containment.py
 """
@@ -52,7 +53,9 @@ async def run(harness: Path, root: Path, workspace: Path, home: Path) -> int:
     command = (
         "echo ok > notes.txt && echo 'inside: written';"
         f" echo x > {root}/beside.txt || echo 'beside the workspace: refused';"
-        f" cat {home}/.ssh/id_ed25519 || echo '~/.ssh: refused'"
+        f" cat {home}/.ssh/id_ed25519 || echo '~/.ssh: refused';"
+        " python3 -c \"import urllib.request as u; u.urlopen('https://example.com', timeout=5)\""
+        " 2>/dev/null || echo 'example.com: refused (not an allowed host)'"
     )
     model = ScriptedModel(
         [tool_call("run_command", CommandLine=command, Cwd=str(workspace)), "Done."]
@@ -75,6 +78,7 @@ async def run(harness: Path, root: Path, workspace: Path, home: Path) -> int:
     output = next(step.output for step in response.steps if step.output)
     print(output.strip())
     assert (workspace / "notes.txt").exists() and not (root / "beside.txt").exists()
+    assert "example.com: refused" in output
     return 0
 
 

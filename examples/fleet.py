@@ -56,8 +56,9 @@ def scripted_model(workspace: Path) -> ScriptedModel:
 def main() -> int:
     with (
         tempfile.TemporaryDirectory() as tmp,
-        scripted_model(WORKSPACE := Path(tmp)).in_thread() as model,
+        scripted_model(WORKSPACE := Path(tmp) / "project").in_thread() as model,
     ):
+        WORKSPACE.mkdir()
         (WORKSPACE / "policies.toml").write_text(POLICIES)
         spec = AgentSpec.from_files(
             WORKSPACE / "policies.toml",
@@ -65,7 +66,9 @@ def main() -> int:
             base_url=model.base_url,
             workspace=str(WORKSPACE),
         )
-        with Fleet(f"sqlite:///{WORKSPACE / 'fleet.sqlite'}") as fleet, fleet.worker(2):
+        # The fleet's file stays outside the workspace, out of the agents' reach (with
+        # no URL, Fleet() keeps it in the SDK's per-user state directory).
+        with Fleet(f"sqlite:///{Path(tmp) / 'fleet.sqlite'}") as fleet, fleet.worker(2):
             handles = fleet.map(spec, ["summarise the repo", "write the notes", "list the docs"])
             deadline = time.monotonic() + 120
             while not fleet.approvals() and time.monotonic() < deadline:

@@ -95,6 +95,16 @@ def scripted_agent(tmp_path: Path) -> ScriptedAgent:
     return make
 
 
+@pytest.fixture(autouse=True)
+def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets an SDK state directory of its own (`XDG_STATE_HOME`, which the
+    processes it starts inherit): no test reads or writes the user's keys or fleet."""
+    state = tmp_path_factory.mktemp("xdg-state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    monkeypatch.delenv("ANTIGRAVITY_FLEET_SECRET", raising=False)
+    return state
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """The URL of database `fleet` on a throwaway PostgreSQL server, one per test session

@@ -23,6 +23,7 @@ from antigravity_sdk import policy as pol
 from antigravity_sdk.audit import (
     REDACTION_FAILED,
     AuditLog,
+    FileSink,
     read_entries,
     render_summary,
     summarize,
@@ -87,9 +88,9 @@ async def test_a_decision_line_names_the_rule_its_bucket_and_the_call(log: Audit
     assert not outcome.allow
     (line,) = _lines(log.path)
     assert line["time"].endswith("Z") and line["time"][:2] == "20"
-    per_line = ("time", "latency_us", "policy_us", "sid", "seq", "prev", "hash")
+    per_line = ("time", "latency_us", "policy_us", "sid", "seq", "prev", "mac")
     assert {k: line[k] for k in line if k not in per_line} == {
-        "v": 2,
+        "v": 3,
         "kind": "decision",
         "policy": "",
         "conversation": CONVERSATION,
@@ -444,7 +445,7 @@ def test_cached_heads_never_leak_into_the_next_line(
         fresh.close()
         expected.extend(_lines(fresh.path)[:-1])  # its end line is not one of the decisions
     cached.close()
-    per_line = ("time", "latency_us", "policy_us", "sid", "seq", "prev", "hash")
+    per_line = ("time", "latency_us", "policy_us", "sid", "seq", "prev", "mac")
     got = [{k: v for k, v in x.items() if k not in per_line} for x in _lines(cached.path)[:-1]]
     assert got == [{k: v for k, v in x.items() if k not in per_line} for x in expected]
 
@@ -456,7 +457,8 @@ def test_a_write_that_fails_is_counted_not_raised(tmp_path: Path, caplog: Any) -
     audit = AuditLog(tmp_path / "a.jsonl")
     audit.write({"kind": "turn"})  # never opened
     audit.open()
-    os.close(audit._fd)  # the descriptor goes bad under it
+    assert isinstance(audit._out, FileSink)
+    os.close(audit._out._fd)  # the descriptor goes bad under it
     audit.write({"kind": "turn"})
     assert audit.write_errors == 2
     assert "could not write to the audit log" in caplog.text

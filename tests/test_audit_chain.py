@@ -1,12 +1,16 @@
-"""The audit log's hash chain: `verify` finds every edit, deletion, insertion, reordering and
-cut tail (at the line where the chain breaks), across interleaved sessions; and each line
-names the policy set that decided by its content hash."""
+"""The audit log's sealed chain: `verify` finds every edit, deletion, insertion, reordering
+and cut tail (at the line where the chain breaks), across interleaved sessions, and a log
+rewritten and resealed by someone without the key (issue 26, finding 6); it still reads
+an older SDK's unkeyed chain, and says it proves nothing. Each line names the policy set
+that decided by its content hash."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +22,9 @@ from hypothesis import strategies as st
 
 from antigravity_sdk import HookRunner, ToolCall
 from antigravity_sdk import policy as pol
-from antigravity_sdk.audit import AuditLog, verify
+from antigravity_sdk.audit import UNKEYED, AuditLog, verify
 from antigravity_sdk.harness.effects import HookCall
+from antigravity_sdk.state import secret
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,21 +120,122 @@ def test_every_kind_of_tampering_is_found_where_it_happened(
     elif how == "drop_tail":  # whole lines removed at the end
         del lines[i + 1 if i + 1 < len(lines) else i :]
         expect = set(range(1, len(lines) + 1))  # where its session stops
-    elif how == "reseal":  # a line edited and its own hash recomputed: the next breaks
-        own = next(v for v in sessions.values() if i in v)
-        if own[-1] == i:
-            return  # a session's last line resealed: documented as not detectable alone
+    elif how == "reseal":  # a line edited and its seal recomputed without the key
         entry = lines[i].rstrip(b"\n")
-        body = entry[: entry.rindex(b',"hash":"')].replace(b'"conv"', b'"evil"', 1)
-        if body == entry[: entry.rindex(b',"hash":"')]:
+        body = entry[: entry.rindex(b',"mac":"')].replace(b'"conv"', b'"evil"', 1)
+        if body == entry[: entry.rindex(b',"mac":"')]:
             body = body.replace(b'"t"', b'"u"', 1)
         digest = hashlib.sha256(body).hexdigest()[:32].encode()
-        lines[i] = body + b',"hash":"' + digest + b'"}\n'
-        expect = {own[own.index(i) + 1] + 1}
+        lines[i] = body + b',"mac":"' + digest + b'"}\n'
+        expect = {i + 1}  # the line itself, even a session's last
     path.write_bytes(b"".join(lines))
     report = verify(path)
     assert not report.intact, (how, i)
     assert {line for line, _ in report.problems} & expect, (how, i, report.problems, expect)
+
+
+def _seal_with(key: bytes | None, field: str = "mac") -> Any:
+    def seal(body: bytes) -> bytes:
+        if key is None:
+            digest = hashlib.sha256(body).hexdigest()[:32]
+        else:
+            digest = hmac.new(key, body, hashlib.sha256).hexdigest()[:32]
+        return body + f',"{field}":"{digest}"}}\n'.encode()
+
+    return seal
+
+
+def _rewrite(lines: list[bytes], drop: int, seal: Any) -> list[bytes]:
+    """What an attacker with write access does: delete line `drop` and rebuild its
+    session's chain after it (seq, prev and seal of every later line), as `seal` seals."""
+    sid = json.loads(lines[drop])["sid"]
+    kept = lines[:drop] + lines[drop + 1 :]
+    out: list[bytes] = []
+    prev = ""
+    for raw in kept:
+        entry = json.loads(raw)
+        if entry["sid"] != sid:
+            out.append(raw)
+            continue
+        entry.pop("mac", None)
+        entry.pop("hash", None)
+        entry["seq"], entry["prev"] = sum(json.loads(x)["sid"] == sid for x in out), prev
+        line = seal(json.dumps(entry, separators=(",", ":"))[:-1].encode())
+        prev = json.loads(line)["mac" if b'"mac":' in line[-45:] else "hash"]
+        out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("how", ["sha256 as mac", "sha256 as hash", "another key"])
+def test_a_log_rewritten_and_resealed_without_the_key_fails_verify(
+    tmp_path: Path, how: str
+) -> None:
+    """Finding 6: a command deletes a recorded denial and rebuilds the chain. Without the
+    key (recomputing with plain SHA-256, in either seal field, or with a key of its own)
+    the rewrite is found; with the key (the control) it would not be."""
+    path = tmp_path / "a.jsonl"
+    _write_log(path, writers=2, calls=[0, 1, 0, 0, 1])
+    lines = path.read_bytes().splitlines(keepends=True)
+    [denial] = [i for i, x in enumerate(lines) if b'"verdict":"deny"' in x and b'"sid"' in x][:1]
+    control = _rewrite(lines, denial, _seal_with(secret("audit")))
+    path.write_bytes(b"".join(control))
+    assert verify(path).intact  # the rewrite is well formed: only the key tells it apart
+    attacker = {
+        "sha256 as mac": _seal_with(None, "mac"),
+        "sha256 as hash": _seal_with(None, "hash"),
+        "another key": _seal_with(os.urandom(32)),
+    }[how]
+    rewritten = _rewrite(lines, denial, attacker)
+    denials = sum(b'"verdict":"deny"' in x for x in lines)
+    assert sum(b'"verdict":"deny"' in x for x in rewritten) == denials - 1
+    path.write_bytes(b"".join(rewritten))
+    report = verify(path)
+    assert not report.intact
+    problems = " ".join(p for _, p in report.problems)
+    if how == "sha256 as hash":
+        assert UNKEYED in problems or "without a key" in problems, problems
+    else:
+        assert "MAC does not match" in problems, problems
+
+
+def test_an_unkeyed_log_of_an_older_sdk_is_read_and_said_to_prove_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    _write_log(path, writers=2, calls=[0, 1, 0])
+    lines = path.read_bytes().splitlines(keepends=True)
+    old: list[bytes] = []
+    prev: dict[str, str] = {}
+    for raw in lines:  # the same lines as SDK 2 sealed them: a plain SHA-256 "hash"
+        entry = json.loads(raw)
+        del entry["mac"]
+        entry["v"], entry["prev"] = 2, prev.get(entry["sid"], "")
+        line = _seal_with(None, "hash")(json.dumps(entry, separators=(",", ":"))[:-1].encode())
+        prev[entry["sid"]] = json.loads(line)["hash"]
+        old.append(line)
+    path.write_bytes(b"".join(old))
+    report = verify(path, os.urandom(32))  # no key needed to read it
+    assert (report.lines, report.sessions, report.unkeyed, report.keyed) == (7, 2, 2, 0)
+    assert [p for _, p in report.problems] == [
+        f"session {json.loads(old[0])['sid']} (from line 1) is {UNKEYED}",
+        f"session {json.loads(old[1])['sid']} (from line 2) is {UNKEYED}",
+    ]
+    old[3] = old[3].replace(b'"v":2', b'"v":9')  # and still finds an edit in it
+    path.write_bytes(b"".join(old))
+    assert (4, "its hash does not match its content: the line was edited") in verify(path).problems
+
+
+def test_a_log_is_verified_with_the_key_it_was_sealed_with(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    path = tmp_path / "a.jsonl"
+    log = AuditLog(path, key=key)
+    log.open("p")
+    log.write({"v": 3, "kind": "session"})
+    log.close()
+    assert verify(path, key).intact
+    assert verify(path, [os.urandom(32), key]).intact  # one of several
+    secret("audit")
+    report = verify(path)  # this machine's keys: not that one
+    assert not report.intact and report.wrong_key
+    assert "under any key tried" in report.problems[0][1]
 
 
 def test_the_report_says_what_broke(tmp_path: Path) -> None:
@@ -212,3 +318,29 @@ def test_audit_verify_exit_codes(tmp_path: Path) -> None:
     assert "BROKEN" in done.stdout
     done = _cli("audit", "verify", str(tmp_path / "missing.jsonl"))
     assert done.returncode == 2 and "cannot read" in done.stderr and not done.stdout
+
+
+def test_audit_verify_takes_the_key_from_a_file_and_says_when_it_is_the_wrong_one(
+    tmp_path: Path, state_home: Path
+) -> None:
+    key = os.urandom(32)
+    path = tmp_path / "a.jsonl"
+    log = AuditLog(path, key=key)
+    log.open("p")
+    log.close()
+    done = _cli("audit", "verify", str(path))  # no key here at all: not runnable
+    assert done.returncode == 2 and "none to check it with" in done.stderr, done.stderr
+    raw, text = tmp_path / "raw.key", tmp_path / "hex.key"
+    raw.write_bytes(key)
+    text.write_text(key.hex() + "\n")
+    for key_file in (raw, text):
+        done = _cli("audit", "verify", str(path), "--key-file", str(key_file))
+        assert done.returncode == 0 and "chain intact" in done.stdout, done.stdout + done.stderr
+    secret("audit")  # this machine's key, which did not seal it
+    done = _cli("audit", "verify", str(path))
+    assert done.returncode == 1 and "no keyed line verifies with the keys tried" in done.stdout
+    assert str(state_home) in done.stdout  # names the key it tried
+    short = tmp_path / "short.key"
+    short.write_text("abcd")
+    done = _cli("audit", "verify", str(path), "--key-file", str(short))
+    assert done.returncode == 2 and "at least 32 are needed" in done.stderr, done.stderr

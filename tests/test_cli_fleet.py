@@ -1,8 +1,9 @@
 """`antigravity fleet ...`: the real command, in a subprocess, on the real harness offline.
 
 The model is a `ScriptedModel` served by this process in a thread of its own; each test
-works in its own `tmp_path`, so the fleet's default database (`.antigravity-fleet/` under
-the working directory) is private to it. Waits are bounded by `BOUND`, generous for a
+works in its own `tmp_path` and state directory (`XDG_STATE_HOME`, the `state_home`
+fixture), so the fleet's default database (`fleet/fleet.sqlite` in the SDK's state
+directory) is private to it. Waits are bounded by `BOUND`, generous for a
 loaded machine: nothing here depends on how fast the machine is.
 """
 
@@ -249,6 +250,11 @@ def test_run_three_tasks_then_results_status_and_audit(tmp_path: Path) -> None:
     )  # fmt: skip
     assert summary.returncode == 0, summary.stderr
     assert "view_file" in summary.stdout and "4 turns" in summary.stdout
+    verified = subprocess.run(
+        [sys.executable, "-m", "antigravity_sdk", "audit", "verify", "audit.jsonl"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=BOUND,
+    )  # fmt: skip
+    assert verified.returncode == 0 and "chain intact" in verified.stdout, verified.stdout
 
     listed = fleet(
         tmp_path, "audit", "--task", "t-beta", "--tool", "view_file", "--verdict", "allow"
@@ -261,7 +267,9 @@ def test_run_three_tasks_then_results_status_and_audit(tmp_path: Path) -> None:
 # -- the tasks file ----------------------------------------------------------------------------
 
 
-def test_a_bad_task_line_fails_before_anything_is_submitted(tmp_path: Path) -> None:
+def test_a_bad_task_line_fails_before_anything_is_submitted(
+    tmp_path: Path, state_home: Path
+) -> None:
     (tmp_path / "ws").mkdir()
     (tmp_path / "policies.toml").write_text(ALLOW_ALL)
     good = json.dumps({"prompt": "fine", "workspace": "ws"})
@@ -269,7 +277,7 @@ def test_a_bad_task_line_fails_before_anything_is_submitted(tmp_path: Path) -> N
     run = fleet(tmp_path, "run", "tasks.jsonl", "--policies", "policies.toml")
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.startswith("error: tasks.jsonl, line 3: unknown key 'promt'"), run.stderr
-    assert run.stdout == "" and not (tmp_path / ".antigravity-fleet").exists()
+    assert run.stdout == "" and not (state_home / "antigravity-sdk" / "fleet").exists()
 
 
 @pytest.mark.parametrize(
@@ -320,7 +328,7 @@ def test_status_stop_and_resume(tmp_path: Path) -> None:
     ws = _workspace(tmp_path, ALLOW_ALL)
     missing = fleet(tmp_path, "status")
     assert missing.returncode == 2 and "no fleet database at" in missing.stderr
-    with Fleet(default_db_url(tmp_path)) as queued:
+    with Fleet(default_db_url()) as queued:
         spec = AgentSpec(workspace=str(ws))
         queued.submit(spec, "one", task_id="q-one")
         queued.submit(spec, ["two", "three"], task_id="q-two")
@@ -334,10 +342,10 @@ def test_status_stop_and_resume(tmp_path: Path) -> None:
     assert [t["task_id"] for t in data["tasks"]] == ["q-one", "q-two"]
 
     assert fleet(tmp_path, "stop").returncode == 0
-    with Fleet(default_db_url(tmp_path)) as again:
+    with Fleet(default_db_url()) as again:
         assert again.state().stopped
     assert fleet(tmp_path, "resume").returncode == 0
-    with Fleet(default_db_url(tmp_path)) as again:
+    with Fleet(default_db_url()) as again:
         assert not again.state().stopped
 
 
@@ -348,7 +356,7 @@ def test_status_stop_and_resume(tmp_path: Path) -> None:
 def test_approvals_approve_and_deny_from_the_command_line(tmp_path: Path) -> None:
     _require_harness()
     ws = _workspace(tmp_path, ASK_BEFORE_WRITING)
-    with served_in_thread(writing(ws)) as model, Fleet(default_db_url(tmp_path)) as pool:
+    with served_in_thread(writing(ws)) as model, Fleet(default_db_url()) as pool:
         spec = _spec(tmp_path, model)
         with pool.worker(concurrency=2, worker_id="in-test"):
             yes = pool.submit(spec, "write-yes", task_id="t-yes")
@@ -406,7 +414,7 @@ def test_ctrl_c_leaves_the_task_for_a_worker_that_finishes_it(
         out.wait_for(r"^approval [0-9a-f]+: task t asks to call write_to_file")
         assert finish(run, signal.SIGINT) == 130, out.text() + err.text()
         err.wait_for(r"^interrupted \(Ctrl-C\): the worker stopped")
-        with Fleet(default_db_url(tmp_path)) as pool:
+        with Fleet(default_db_url()) as pool:
             assert pool.status("t").status == "queued"  # for a worker, none runs it now
             (approval,) = pool.approvals()
             pool.approve(approval.id)
@@ -419,12 +427,21 @@ def test_ctrl_c_leaves_the_task_for_a_worker_that_finishes_it(
 
 
 def test_worker_stops_on_ctrl_c_with_130(
-    tmp_path: Path, stopped_at_end: list[subprocess.Popen[str]]
+    tmp_path: Path, state_home: Path, stopped_at_end: list[subprocess.Popen[str]]
 ) -> None:
+    """With no --db, the fleet lives in the SDK's state directory (0700), never in the
+    working directory, where an agent's workspace could reach it."""
     worker, _, err = started(stopped_at_end, tmp_path, "worker", "--concurrency", "2")
-    err.wait_for(r"serving sqlite:///.* with concurrency 2")
+    served = err.wait_for(r"serving sqlite:///(\S+) with concurrency 2")
+    err.wait_for(r"^worker \S+: ready$")
     assert finish(worker, signal.SIGINT) == 130, err.text()
     err.wait_for(r"^interrupted \(Ctrl-C\): worker \S+ stopped")
+    state = (state_home / "antigravity-sdk").resolve()
+    assert Path(served.group(1)) == state / "fleet" / "fleet.sqlite"
+    assert (state / "fleet" / "fleet.sqlite").is_file()
+    assert list(tmp_path.iterdir()) == []
+    for directory in (state, state / "fleet"):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
 
 
 # -- without the extra ------------------------------------------------------------------------
@@ -445,9 +462,10 @@ def test_without_the_fleet_extra_one_line_and_exit_2(tmp_path: Path) -> None:
 # -- another database: --db, or ANTIGRAVITY_FLEET_DB ---------------------------------------------
 
 
-def test_stop_and_resume_a_postgresql_fleet(tmp_path: Path, postgres_url: str) -> None:
-    """The database from the environment, then from --db; nothing is made in the working
-    directory."""
+def test_stop_and_resume_a_postgresql_fleet(
+    tmp_path: Path, postgres_url: str, state_home: Path
+) -> None:
+    """The database from the environment, then from --db; no embedded fleet is made."""
     try:
         stop = fleet(tmp_path, "stop", ANTIGRAVITY_FLEET_DB=postgres_url)
         assert stop.returncode == 0, stop.stderr
@@ -459,7 +477,8 @@ def test_stop_and_resume_a_postgresql_fleet(tmp_path: Path, postgres_url: str) -
         assert fleet(tmp_path, "resume", "--db", postgres_url).returncode == 0
         with Fleet(postgres_url) as shared:
             assert not shared.state().stopped
-        assert not (tmp_path / ".antigravity-fleet").exists()
+        assert list(tmp_path.iterdir()) == []
+        assert not (state_home / "antigravity-sdk" / "fleet").exists()
     finally:
         with Fleet(postgres_url) as shared:
             shared.resume()

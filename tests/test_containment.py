@@ -16,11 +16,12 @@ from hypothesis import strategies as st
 
 from antigravity_sdk import Agent, Containment, ContainmentError, policy
 from antigravity_sdk.containment import (
+    CORE_ENV,
     CREDENTIAL_PATHS,
     READ,
     WRITE,
     ContainmentInForce,
-    endpoint_ports,
+    Upstream,
     landlock_abi,
     plan,
     unavailable_reason,
@@ -39,8 +40,10 @@ def _plan(tmp: Path, **kwargs: object) -> ContainmentInForce:
         workspaces=[tmp / "ws"],
         state=[tmp / "save", tmp / "app"],
         tmp_dir=tmp / "tmpdir",
-        ports=(8080,),
         abi=7,
+        proxy_port=3128,
+        upstreams=[Upstream(8080, "http://127.0.0.1:11434/v1", "model")],
+        sockets=kwargs.pop("sockets", []),  # type: ignore[arg-type]
         **kwargs,  # type: ignore[arg-type]
     )
 
@@ -57,7 +60,11 @@ def _plan(tmp: Path, **kwargs: object) -> ContainmentInForce:
         ({"connect": [True]}, "not an int"),
         ({"bind": [-1]}, "out of range"),
         ({"read": "/data"}, "a list of paths"),
-        ({"env": "TOKEN"}, "variable names"),
+        ({"env": "TOKEN"}, "a list of strings"),
+        ({"hosts": "pypi.org"}, "a list of strings"),
+        ({"hosts": ["pypi.org/simple"]}, "hosts"),
+        ({"hosts": [443]}, "not a string"),
+        ({"unprotect": [".git"]}, "not protected by default"),
         ({"required": "yes"}, "must be a bool"),
     ],
 )
@@ -72,15 +79,6 @@ def test_paths_are_expanded_and_resolved(tmp_path: Path, monkeypatch: pytest.Mon
     assert spec.read == (tmp_path.resolve() / "data",)
     assert spec.write == (tmp_path.resolve() / "b",)
     assert spec.bind == (0,)
-
-
-def test_endpoint_ports_take_the_schemes_defaults() -> None:
-    assert endpoint_ports("http://127.0.0.1:4000/v1", "https://example.com", "http://x") == (
-        80,
-        443,
-        4000,
-    )
-    assert endpoint_ports(None, "", "http://h:notaport/") == ()
 
 
 # -- the plan -------------------------------------------------------------------------------
@@ -99,14 +97,14 @@ def test_the_plan_writes_where_the_agent_works_and_connects_only_to_its_ports(
         tmp_path / "tmpdir",
         tmp_path / "extra",
     )
-    assert contained.connect == (5432, 8080)
+    assert contained.connect == (3128, 5432, 8080)
     assert contained.bind == (0,)
     assert tmp_path / "home" / ".ssh" in contained.hidden
     assert contained.enforced == ("filesystem", "network", "scope")
     assert not contained.not_enforced
     text = "\n".join(contained.describe())
-    assert str(tmp_path / "ws") in text and ".ssh" in text and "5432, 8080" in text
-    assert contained.as_dict()["connect"] == [5432, 8080]
+    assert str(tmp_path / "ws") in text and ".ssh" in text and "3128, 5432, 8080" in text
+    assert contained.as_dict()["connect"] == [3128, 5432, 8080]
 
 
 def test_a_named_credential_is_readable_and_not_hidden(
@@ -122,38 +120,60 @@ def test_a_named_credential_is_readable_and_not_hidden(
 
 @pytest.mark.parametrize(("abi", "missing"), [(1, 3), (3, 2), (4, 1), (5, 1), (6, 0)])
 def test_an_older_abi_says_what_it_cannot_enforce(tmp_path: Path, abi: int, missing: int) -> None:
-    contained = plan(Containment(), workspaces=[], state=[], tmp_dir=tmp_path, ports=(), abi=abi)
+    contained = plan(Containment(), workspaces=[], state=[], tmp_dir=tmp_path, abi=abi, sockets=[])
     assert len(contained.not_enforced) == missing
     assert contained.enforced[0] == "filesystem"
 
 
-def test_credential_looking_variables_are_withheld(tmp_path: Path) -> None:
+def test_the_environment_is_passed_by_allow_list(tmp_path: Path) -> None:
     env = {
         "PATH": "/usr/bin",
         "HOME": "/h",
         "GEMINI_API_KEY": "k",
         "GITHUB_TOKEN": "t",
-        "AWS_PROFILE": "p",
-        "SSH_AUTH_SOCK": "/tmp/agent",
-        "DB_PASSWORD": "pw",
+        "DATABASE_URL": "postgresql://u:pw@db/x",
+        "ANTIGRAVITY_FLEET_DB": "postgresql://u:pw@db/fleet",
+        "MYSQL_PWD": "pw",
+        "SENTRY_DSN": "https://k@sentry",
+        "SLACK_WEBHOOK_URL": "https://hooks",
+        "CI_JOB_JWT_V2": "jwt",
+        "GH_PAT": "pat",
+        "REDIS_URL": "redis://:pw@r",
         "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "AWS_CA_BUNDLE": "/etc/ca.pem",
     }
     spec = Containment(env=["GITHUB_TOKEN"])
-    contained = plan(spec, workspaces=[], state=[], tmp_dir=tmp_path, ports=(), abi=7, env=env)
+    contained = plan(spec, workspaces=[], state=[], tmp_dir=tmp_path, abi=7, env=env, sockets=[])
     given = contained.environment(env)
-    assert given == {
+    assert {k: v for k, v in given.items() if "PROXY" not in k.upper()} == {
         "PATH": "/usr/bin",
         "HOME": "/h",
         "GITHUB_TOKEN": "t",
         "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "AWS_CA_BUNDLE": "/etc/ca.pem",
         "TMPDIR": str(tmp_path),
     }
-    assert contained.env_withheld == (
-        "AWS_PROFILE",
-        "DB_PASSWORD",
-        "GEMINI_API_KEY",
-        "SSH_AUTH_SOCK",
+    withheld = set(env) - set(given)
+    assert set(contained.env_withheld) == withheld
+    assert "DATABASE_URL" in withheld and "REDIS_URL" in withheld
+
+
+@given(name=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=30))
+def test_no_name_outside_the_core_set_is_passed_unnamed(name: str) -> None:
+    contained = plan(
+        Containment(), workspaces=[], state=[], tmp_dir=Path("/t"), abi=7, env={}, sockets=[]
     )
+    given = contained.environment({name: "v"})
+    assert (name in given) == (name in CORE_ENV or name.startswith("LC_") or name == "TMPDIR")
+
+
+def test_commands_get_the_egress_proxy_and_loopback_stays_direct(tmp_path: Path) -> None:
+    given = _plan(tmp_path).environment({})
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
+        assert given[name] == "http://127.0.0.1:3128"
+    assert given["NO_PROXY"] == given["no_proxy"] == "localhost,127.0.0.1,::1"
 
 
 def test_unavailable_reasons() -> None:
@@ -229,8 +249,8 @@ def test_no_grant_reaches_a_hidden_path_and_every_other_file_stays_readable(
         workspaces=[ws],
         state=[],
         tmp_dir=ws / "tmp-not-made",
-        ports=(),
         abi=7,
+        sockets=[],
     )
     rules = _rules(contained)
     hidden_real = {Path(os.path.realpath(h)) for h in hidden}

@@ -293,7 +293,7 @@ def test_install_from_fake_wheel_and_idempotent(
     path = install_harness()
     assert path == layout.cached
     assert path.read_bytes() == BINARY
-    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+    assert stat.S_IMODE(path.stat().st_mode) == 0o111  # compiled: execute only (unreadable)
     assert [c[0] for c in fake.calls] == [HARNESS_VERSION]
     assert sorted(os.listdir(path.parent)) == ["localharness"]  # no temp leftovers
     # Already installed: quick return, no download.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 import time
 import unicodedata
@@ -315,3 +316,175 @@ def test_task_ids_that_could_escape_are_refused(tmp_path: Path, task_id: str) ->
         with pytest.raises(ConfigurationError):
             fleet.worker(1, worker_id="../w")
         assert fleet.tasks() == []
+
+
+# -- (6) answers the fleet did not sign (issue 26, finding 1) -------------------------------
+
+
+def _forge(store: Store, approval: str, **values: Any) -> None:
+    """What a process that reached the database does: write the answer itself, with SQL."""
+    import sqlalchemy as sa
+
+    sets = ", ".join(f"{column} = :{column}" for column in values)
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text(f"UPDATE antigravity_approvals SET {sets} WHERE id = :id"),
+            {**values, "id": approval},
+        )
+
+
+def _ask(store: Store, call: ToolCall, approval_timeout: float = 5) -> Any:
+    """The policy engine deciding `call` under an ask_user rule, with the fleet's handler."""
+    runtime = Runtime(
+        store=store, worker_id="w1", save_dir=None, concurrency=1, approval_timeout=approval_timeout
+    )
+    policies = with_approvals(
+        AgentSpec(policies=ASK).load_policies(None),
+        lambda rule: _approval_handler(runtime, "t1", rule),
+    )
+    return asyncio.run(HookRunner([policy.enforce(policies)]).dispatch("pre_tool_call", call))
+
+
+def test_an_approval_written_with_sql_is_no_answer(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The attack of the issue: `UPDATE antigravity_approvals SET status='approved',
+    answered_by='alice'`. The held call is denied, saying why, and the row says forged."""
+    call = ToolCall(name="write_to_file", args={"TargetFile": "/w/deploy"})
+    approval = _open(store, call.args)
+
+    def forge_soon() -> None:
+        time.sleep(0.3)
+        _forge(store, approval, status="approved", answered_by="alice")
+
+    threading.Thread(target=forge_soon).start()
+    with caplog.at_level(logging.WARNING, logger="antigravity_sdk.fleet"):
+        decided = _ask(store, call)
+    assert not decided.allow
+    assert "not signed by the fleet's key" in (decided.message or ""), decided.message
+    assert "not signed by the fleet's key" in caplog.text and approval in caplog.text
+    found = store.approval(approval)
+    assert found is not None and found.status == "forged"
+    # The same call asked again waits for a new, real answer: the forged row is spent.
+    assert _open(store, call.args) != approval
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "no mac",
+        "mac of another approval",
+        "answered_by changed",
+        "verdict flipped",
+        "another fleet's secret",
+        "grant used, then reset",
+    ],
+)
+def test_a_signed_answer_counts_only_as_signed(store: Store, tamper: str) -> None:
+    import sqlalchemy as sa
+
+    from antigravity_sdk.fleet._store import APPROVALS, UnsignedAnswerError
+
+    def row(approval: str) -> Any:
+        with store.engine.connect() as conn:
+            return conn.execute(sa.select(APPROVALS).where(APPROVALS.c.id == approval)).one()
+
+    target = _open(store, {"TargetFile": "/w/a"})
+    if tamper == "no mac":
+        store.answer(target, approve=True, by="op")
+        _forge(store, target, mac=None)
+    elif tamper == "mac of another approval":  # a real grant's signature, copied over
+        other = _open(store, {"TargetFile": "/w/b"})
+        store.answer(other, approve=True, by="op")
+        granted = row(other)
+        _forge(
+            store,
+            target,
+            status="approved",
+            answered_by=granted.answered_by,
+            answered_at=granted.answered_at,
+            mac=granted.mac,
+        )
+    elif tamper == "answered_by changed":
+        store.answer(target, approve=True, by="mallory")
+        _forge(store, target, answered_by="alice")
+    elif tamper == "verdict flipped":
+        store.answer(target, approve=False, by="op")
+        _forge(store, target, status="approved")
+    elif tamper == "another fleet's secret":
+        other = Store(store.db_url, key=b"o" * 32)
+        assert other.key_mismatch  # told so at once
+        other.answer(target, approve=True, by="op")
+    else:
+        store.answer(target, approve=True, by="op")
+        assert store.consume(target) is True
+        _forge(store, target, status="approved", used_at=None)
+    with pytest.raises(UnsignedAnswerError, match=target):
+        store.consume(target)
+    assert row(target).status == "forged"
+
+
+def test_a_signed_answer_from_another_process_counts(store: Store, tmp_path: Path) -> None:
+    """The fleet's answer, from a process of its own (the same state directory, so the
+    same key), is honoured: granted once, then used."""
+    import subprocess
+    import sys
+
+    from cli_support import cli_env
+
+    call = ToolCall(name="write_to_file", args={"TargetFile": "/w/a"})
+    approval = _open(store, call.args)
+    code = (
+        "import sys; from antigravity_sdk.fleet import Fleet\n"
+        "with Fleet(sys.argv[1]) as f: print(f.approve(sys.argv[2], by='alice').status)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, store.db_url, approval],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "approved", done.stderr
+    assert _ask(store, call).allow
+    found = store.approval(approval)
+    assert found is not None and (found.status, found.answered_by) == ("used", "alice")
+
+
+def test_a_process_with_another_secret_may_not_answer_or_serve(tmp_path: Path) -> None:
+    from antigravity_sdk.fleet import Fleet
+
+    url = f"sqlite:///{tmp_path / 'f.sqlite'}"
+    with Fleet(url) as first:
+        approval = _open(first.store, {"TargetFile": "/w/a"})
+    with Fleet(url, secret=os.urandom(32).hex()) as other:
+        assert "ANTIGRAVITY_FLEET_SECRET" in other.store.key_mismatch
+        with pytest.raises(ConfigurationError, match="signed with another secret"):
+            other.approve(approval)
+        with pytest.raises(ConfigurationError, match="signed with another secret"):
+            other.worker(1)
+        assert other.approvals()[0].id == approval  # reading still works
+    with pytest.raises(ConfigurationError, match="at least 32"):
+        Fleet(url, secret=b"short")
+
+
+def test_a_fleet_inside_a_tasks_workspace_is_refused(tmp_path: Path) -> None:
+    """docs/fleet.md's old example, and `tasks.jsonl` with `"workspace": "."` in the
+    project holding the fleet: the agent could write the database that governs it."""
+    from antigravity_sdk.fleet import Fleet
+
+    project = (tmp_path / "project").resolve()
+    (project / "src").mkdir(parents=True)
+    inside = Fleet(f"sqlite:///{project / 'fleet.sqlite'}", save_dir=tmp_path / "save")
+    with inside, pytest.raises(ConfigurationError, match="the fleet database") as raised:
+        inside.submit(AgentSpec(workspace=str(project)), "p")
+    assert str(project / "fleet.sqlite") in str(raised.value)
+    assert inside.tasks() == []
+    saves = Fleet(f"sqlite:///{tmp_path / 'f.sqlite'}", save_dir=project / "src" / "save")
+    with saves:
+        with pytest.raises(ConfigurationError, match="the fleet's conversations"):
+            saves.submit(AgentSpec(workspace=str(project)), "p")
+        with pytest.raises(ConfigurationError, match="the fleet's conversations"):
+            saves.submit(AgentSpec(workspace=str(tmp_path / "x"), allow_write=(str(project),)), "p")
+        (tmp_path / "elsewhere").mkdir()
+        saves.submit(AgentSpec(workspace=str(tmp_path / "elsewhere")), "p")  # outside: fine

@@ -4,6 +4,7 @@ limit, the grant binding, and the audit table's chain."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ from antigravity_sdk.fleet._spec import with_approvals
 from antigravity_sdk.fleet._store import Store
 from antigravity_sdk.fleet._worker import TableAudit, call_key
 from antigravity_sdk.policy import Decision
+from antigravity_sdk.state import secret
 from antigravity_sdk.types import ToolCall
 
 POLICIES = """
@@ -213,9 +215,46 @@ def test_audit_rows_carry_the_fleet_fields_inside_a_verifiable_chain(
     assert (first["task"], first["worker"], first["spec_hash"]) == ("t1", "w1", spec.spec_hash)
     exported = tmp_path / "audit.jsonl"
     exported.write_text("".join(line + "\n" for line in lines))
-    assert audit.verify(exported).intact
+    assert audit.verify(exported).intact  # this machine's fleet key, found by itself
+    assert audit.verify(exported, store.key).intact
+    assert not audit.verify(exported, secret("audit")).intact  # not the audit key
     exported.write_text(exported.read_text().replace('"w1"', '"w2"', 1))
     assert not audit.verify(exported).intact
+
+
+def test_a_fleet_export_verifies_elsewhere_with_the_fleets_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fleet audit -o out.jsonl` on one machine, `antigravity audit verify out.jsonl` on
+    another: with the same ANTIGRAVITY_FLEET_SECRET, or the secret in a --key-file."""
+    fleet_secret = os.urandom(32)
+    monkeypatch.setenv("ANTIGRAVITY_FLEET_SECRET", fleet_secret.hex())
+    store = Store(f"sqlite:///{tmp_path / 'fleet.sqlite'}")
+    assert store.key == fleet_secret
+    log = TableAudit(store, task_id="t1", worker="w1", spec=AgentSpec()).copy()
+    log.open("policyhash")
+    log.close()
+    exported = tmp_path / "out.jsonl"
+    exported.write_text("".join(line + "\n" for line in store.audit()))
+    elsewhere = tmp_path / "elsewhere"  # another machine: its own state directory
+    key_file = tmp_path / "fleet.key"
+    key_file.write_text(fleet_secret.hex())
+
+    def verify(*args: str, **env: str | None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "antigravity_sdk", "audit", "verify", str(exported), *args],
+            env=cli_env(XDG_STATE_HOME=str(elsewhere), **env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert "chain intact" in verify().stdout  # the same secret in the environment
+    assert (
+        "chain intact" in verify("--key-file", str(key_file), ANTIGRAVITY_FLEET_SECRET=None).stdout
+    )
+    done = verify(ANTIGRAVITY_FLEET_SECRET=os.urandom(32).hex())
+    assert done.returncode == 1 and "no keyed line verifies" in done.stdout
 
 
 def test_importing_the_fleet_without_the_extra_names_it(tmp_path: Path) -> None:

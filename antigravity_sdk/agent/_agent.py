@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["Agent"]
 
 _trigger_logger = logging.getLogger("antigravity_sdk.triggers")
+logger = logging.getLogger("antigravity_sdk.containment")
 
 
 class Agent:
@@ -178,6 +179,13 @@ class Agent:
                 self._audit.close()
             if self._containment is not None:
                 self._containment.remove_tmp_dir()
+                for planted in self._containment.planted():
+                    logger.warning(
+                        "containment: the agent made %s, which is protected but did not exist "
+                        "when it started (a read-only mount needs something to hold): check it "
+                        "before git, an editor or a shell runs it",
+                        planted,
+                    )
             self._started = False
 
     def _fail(self, exc: BaseException) -> None:

@@ -86,12 +86,15 @@ class AgentBuilder:
         items = list(policies)
         governance = self._settings.governance
         declared = [*governance.declared_servers]
+        files = [*governance.policy_files]
         for source in (policies, *items):
             if isinstance(source, policy.PolicyFile):
                 declared.extend(source.mcp_servers)
+                files += [source.path] if source.path else []
         return self._set(
             "governance",
             declared_servers=tuple(declared),
+            policy_files=tuple(files),
             policies=(*governance.policies, *items),
         )
 

@@ -32,9 +32,11 @@ from ..harness.protocol import SessionCore
 from ..hooks import HookRunner
 from ..types import ChatResponse, Step, ToolCall, ToolResult, UsageMetadata
 from ._answers import handle
+from ._outside import Egress, controls
 from ._settings import ModelGroup, ServedModel, is_served_model
 
 if TYPE_CHECKING:
+    from ..egress import Refusal
     from ..harness.config import ModelSettings
     from ..harness.connection import Connection
     from ..tools import ToolRunner
@@ -74,6 +76,7 @@ class Session:
         self.ended = asyncio.Event()
         self.end_dispatched = False  # on_session_end hooks
         self.failure: BaseException | None = None
+        self.egress: Egress | None = None  # the contained agent's way out
 
     # -- start ---------------------------------------------------------------------------
 
@@ -81,7 +84,7 @@ class Session:
         """Spawn (or connect to) the harness, configure the conversation and wait until it
         is initialized; then run the session_start hooks and start the triggers. On
         failure the caller shuts the session down."""
-        from ..containment import for_agent, trace_attributes
+        from ..containment import for_agent, harness_endpoints, trace_attributes
         from ..harness.config import harness_config
         from ..harness.connection import LocalConnection
 
@@ -129,6 +132,7 @@ class Session:
                 ),
                 model=model,
                 mcp_servers=governance.mcp_servers,
+                controls=controls(agent._audit, governance.policy_files, hooks),
             )
             for listed in agent._containment.listing_only:
                 logger.warning(
@@ -143,8 +147,14 @@ class Session:
             containment=agent._containment,
         )
         await conn.open(storage_dir=save_dir, home=app_data / "home")
-        if isinstance(conn, LocalConnection) and agent._containment is not None:
-            agent._containment = conn.containment  # what the kernel put in force
+        if isinstance(conn, LocalConnection) and conn.containment is not None:
+            agent._containment = contained = conn.containment  # what the kernel put in force
+            self.egress = Egress(self._refusal_recorder(agent))
+            listeners, conn.listeners = conn.listeners, {}
+            await self.egress.start(contained, listeners)
+        harness_model, mcp_servers = harness_endpoints(
+            model, governance.mcp_servers, agent._containment
+        )
         if self.traced is not None:
             self.traced.turn_attributes.update(trace_attributes(agent._containment))
         # The connection holds the agent only weakly, so an agent dropped without
@@ -157,7 +167,7 @@ class Session:
         prompt, limits = settings.prompt, settings.limits
         await conn.send(
             harness_config(
-                model=model,
+                model=harness_model,
                 workspaces=workspaces,
                 app_data_dir=app_data,
                 capabilities=governance.capabilities,
@@ -168,7 +178,7 @@ class Session:
                 skills_paths=prompt.skills_paths,
                 skills=prompt.skills,
                 tools=tools.declarations(),
-                mcp_servers=governance.mcp_servers,
+                mcp_servers=mcp_servers,
                 resume=storage.resume,
                 create_if_missing=storage.create_if_missing,
                 output_schema=prompt.output_schema,
@@ -188,6 +198,25 @@ class Session:
 
             self.triggers = TriggerRunner(governance.triggers)
             await self.triggers.start(agent._trigger_send)
+
+    @staticmethod
+    def _refusal_recorder(agent: Agent) -> Callable[[Refusal], None]:
+        """Each refused connection: a decision line in the agent's audit log (held
+        weakly: the egress proxy must not keep a dropped agent alive)."""
+        ref = weakref.ref(agent)
+
+        def record(refusal: Refusal) -> None:
+            alive = ref()
+            if alive is not None and alive._audit is not None:
+                alive._audit.refused_connection(
+                    alive.conversation_id,
+                    refusal.host,
+                    refusal.port,
+                    refusal.method,
+                    refusal.reason,
+                )
+
+        return record
 
     async def _model_settings(self, chosen: ModelGroup) -> ModelSettings:
         """The model the harness calls; a served model not yet running is started here
@@ -252,10 +281,14 @@ class Session:
             await asyncio.wait(tasks, timeout=1.0)
 
     async def close(self) -> None:
-        """Close the connection (ending a spawned harness), then stop the model started."""
+        """Close the connection (ending a spawned harness) and the agent's way out, then
+        stop the model started."""
         conn, self.conn = self.conn, None
         if conn is not None:
             await conn.close()
+        egress, self.egress = self.egress, None
+        if egress is not None:
+            await egress.aclose()
         model, self.owned_model = self.owned_model, None
         if model is not None:
             await model.stop()

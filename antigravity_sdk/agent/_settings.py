@@ -110,6 +110,7 @@ class GovernanceGroup:
     hooks: tuple[Hook, ...] = ()
     policies: tuple[PolicyLike, ...] = ()
     declared_servers: tuple[str, ...] = ()  # by PolicyFiles
+    policy_files: tuple[str, ...] = ()  # where PolicyFiles came from: held read-only
     tools: tuple[Any, ...] = ()  # Tool, @tool functions, plain (a)sync functions
     triggers: tuple[Trigger, ...] = ()
     mcp_servers: tuple[McpServer, ...] = ()

@@ -116,7 +116,6 @@ async def _initialize(
             workspaces=[root],
             state=[root / "save", root / "home"],
             tmp_dir=root,
-            ports=(9,),
             abi=landlock_abi(),
         )
     conn = LocalConnection(harness, startup_timeout=30.0, containment=containment)
@@ -151,8 +150,9 @@ def _containment_report() -> bool:
     """Print the containment a default agent gets here; True where it can apply."""
     from pathlib import Path
 
-    from ..containment import DEFAULT_CONTAINMENT, landlock_abi, plan, unavailable_reason
+    from ..containment import DEFAULT_CONTAINMENT, for_agent, landlock_abi, unavailable_reason
     from ..conversations import default_save_dir
+    from ..harness.config import DEFAULT_GEMINI_MODEL, ModelSettings
     from ..harness.install import default_cache_dir
 
     abi = landlock_abi()
@@ -163,14 +163,15 @@ def _containment_report() -> bool:
             "warning, and Containment(required=True) refuses to start"
         )
         return False
-    contained = plan(
+    contained = for_agent(
         DEFAULT_CONTAINMENT,
+        abi=abi,
         workspaces=[Path.cwd().resolve()],
         state=[default_save_dir().resolve(), (default_cache_dir() / "app-data").resolve()],
-        tmp_dir=Path("<a private temp dir per agent>"),
-        ports=(443,),
-        abi=abi,
+        model=ModelSettings(name=DEFAULT_GEMINI_MODEL, api_key="(yours)"),
+        mcp_servers=(),
     )
+    contained.remove_tmp_dir()
     head, *rest = contained.describe()
     print(f"[ OK ] containment: {head} (for an agent in this directory on the Gemini API)")
     for line in rest:
@@ -422,14 +423,26 @@ def _audit_summarize(args: argparse.Namespace) -> int:
 
 def _audit_verify(args: argparse.Namespace) -> int:
     from ..audit import verify
+    from ..errors import ConfigurationError
+    from ..state import read_key_file
 
     try:
-        report = verify(args.file)
+        keys = [read_key_file(path) for path in args.key_file] if args.key_file else None
+        report = verify(args.file, keys)
     except OSError as exc:
         print(f"error: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except ConfigurationError as exc:
+        print(f"error: {args.file}: {exc} (--key-file FILE)", file=sys.stderr)
+        return 2
     for line, problem in report.problems:
         print(f"line {line}: {problem}")
+    if report.wrong_key:
+        tried = ", ".join(report.keys) or "none"
+        print(
+            f"no keyed line verifies with the keys tried ({tried}): if the log was sealed "
+            "elsewhere, give its key with --key-file FILE"
+        )
     state = "intact" if report.intact else f"BROKEN ({len(report.problems)} problem(s))"
     print(f"{args.file}: {report.lines} line(s), {report.sessions} session(s): chain {state}")
     return 0 if report.intact else 1
@@ -437,7 +450,7 @@ def _audit_verify(args: argparse.Namespace) -> int:
 
 def add_audit(subparsers: Subparsers) -> None:
     """`antigravity audit summarize FILE`: what an agent's audit log says, as tables;
-    `antigravity audit verify FILE`: whether its hash chain is intact."""
+    `antigravity audit verify FILE [--key-file F]`: whether its sealed chain is intact."""
     parser = subparsers.add_parser("audit", help="read an agent's audit log")
     commands = parser.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
     summarize = commands.add_parser(
@@ -448,10 +461,20 @@ def add_audit(subparsers: Subparsers) -> None:
     summarize.set_defaults(run=_audit_summarize)
     check = commands.add_parser(
         "verify",
-        help="check the hash chain: edited, deleted, inserted or reordered lines, a cut tail "
-        "(exit 1 when broken)",
+        help="check the sealed chain: edited, deleted, inserted or reordered lines, a cut "
+        "tail, a log resealed without the key (exit 1 when broken)",
+        description="Check the chain of every session against the key it was sealed with: "
+        "by default this machine's keys (the SDK state directory's audit key, and the "
+        "fleet secret: $ANTIGRAVITY_FLEET_SECRET, else the state directory's fleet key).",
     )
     check.add_argument("file", metavar="FILE", help="a JSON-lines audit log")
+    check.add_argument(
+        "--key-file",
+        metavar="F",
+        action="append",
+        help="a key to check with instead: 32 raw bytes (a state directory's keys/*.key) or "
+        "hex or base64 text (as ANTIGRAVITY_FLEET_SECRET); repeat for several",
+    )
     check.set_defaults(run=_audit_verify)
 
 

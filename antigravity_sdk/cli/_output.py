@@ -17,6 +17,8 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
         self.before = before
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "shown_as_row", False):  # a refused connection: a row already
+            return
         if self.before is not None:
             self.before()
         super().emit(record)

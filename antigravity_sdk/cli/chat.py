@@ -103,7 +103,7 @@ async def run_chat(
                 )
                 reporter.enforcer = agent.policy_enforcer
                 out.write(f"model: {model_label(settings)}; workspace: {workspace}\n")
-                with warnings_to(err, before=wait.hide):
+                with warnings_to(err, before=wait.hide), reporter.showing_refusals():
                     async with agent:
                         lines = containment_lines(agent.containment)
                         out.write("".join(f"{line}\n" for line in lines))

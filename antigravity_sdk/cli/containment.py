@@ -22,13 +22,13 @@ def _port(value: str) -> int:
 
 
 def add_containment_options(parser: argparse.ArgumentParser) -> None:
-    """`--allow-read/--allow-write PATH`, `--allow-connect PORT` (each repeatable) and
-    `--no-containment`."""
+    """`--allow-read/--allow-write PATH`, `--allow-connect PORT`, `--allow-host HOST`,
+    `--allow-socket PATH` (each repeatable) and `--no-containment`."""
     group = parser.add_argument_group(
         "containment",
-        "the harness and every command it runs are bounded by the kernel (Linux Landlock): "
-        "writes only in the workspace and the harness's own state, no reading your "
-        "credentials, TCP only to the model's port",
+        "the harness and every command it runs are bounded by the kernel (Linux Landlock "
+        "and namespaces): writes only in the workspace and the harness's own state, no "
+        "reading your credentials, the network only through the SDK's proxy to allowed hosts",
     )
     group.add_argument(
         "--allow-read", metavar="PATH", action="append", default=[], help="also readable"
@@ -42,7 +42,21 @@ def add_containment_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         type=_port,
-        help="also reachable over TCP (any host)",
+        help="a port of this machine's loopback the agent may reach (forwarded)",
+    )
+    group.add_argument(
+        "--allow-host",
+        metavar="HOST",
+        action="append",
+        default=[],
+        help="a host the agent may reach through the proxy (pypi.org, *.github.com)",
+    )
+    group.add_argument(
+        "--allow-socket",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="a Unix socket outside the workspace the agent may reach",
     )
     group.add_argument("--no-containment", action="store_true", help="run the harness uncontained")
 
@@ -53,7 +67,13 @@ def containment_from(args: argparse.Namespace) -> Containment | None:
 
     if args.no_containment:
         return None
-    return Containment(read=args.allow_read, write=args.allow_write, connect=args.allow_connect)
+    return Containment(
+        read=args.allow_read,
+        write=args.allow_write,
+        connect=args.allow_connect,
+        hosts=args.allow_host,
+        sockets=args.allow_socket,
+    )
 
 
 def containment_lines(contained: ContainmentInForce | None) -> list[str]:

@@ -2,7 +2,9 @@
 governed agents as durable tasks on a fleet database (the `fleet` extra; docs/fleet.md).
 
 Every command takes `--db URL` (default `$ANTIGRAVITY_FLEET_DB`, else the embedded SQLite
-file `.antigravity-fleet/fleet.sqlite` under the working directory). `antigravity_sdk.fleet`
+file `fleet/fleet.sqlite` in the SDK's per-user state directory, outside every workspace:
+`$XDG_STATE_HOME/antigravity-sdk`). Answers to approvals are signed with the fleet's
+secret (`$ANTIGRAVITY_FLEET_SECRET`, else the state directory's key). `antigravity_sdk.fleet`
 (DBOS) is imported only when a fleet command runs; without the extra the command says how
 to install it and exits 2. Exit codes as for every command (`_common.EXIT_CODES`).
 """
@@ -90,6 +92,7 @@ def _open(args: argparse.Namespace, *, must_exist: bool = True, **options: Any) 
     """The fleet of `--db`; `must_exist`: a SQLite file that is not there is an error (a
     command run in the wrong directory must not answer for a new, empty fleet)."""
     _require_extra()
+    from ..errors import ConfigurationError
     from ..fleet import Fleet
     from ..fleet._store import default_db_url, sqlite_path
 
@@ -97,11 +100,13 @@ def _open(args: argparse.Namespace, *, must_exist: bool = True, **options: Any) 
     path = sqlite_path(url)
     if must_exist and path is not None and not path.is_file():
         raise _Fail(
-            f"no fleet database at {path}: run 'antigravity fleet run' or 'fleet worker' in "
-            f"this directory first, or give --db URL (or set {DB_ENV})"
+            f"no fleet database at {path}: run 'antigravity fleet run' or 'fleet worker' "
+            f"first, or give --db URL (or set {DB_ENV})"
         )
     try:
         return Fleet(url, **options)
+    except ConfigurationError:  # the fleet's secret, the state directory: as they say
+        raise
     except Exception as exc:  # the database's own errors, whichever driver
         raise _Fail(f"cannot open the fleet database {_shown(url)}: {_first_line(exc)}") from None
 
@@ -530,9 +535,12 @@ async def _serve(fleet: Fleet, worker: Worker) -> int:
                 print(f"warning: cannot read the fleet: {_first_line(exc)}", file=sys.stderr)
             time.sleep(_POLL)
 
+    def ready() -> None:
+        print(f"worker {worker.worker_id}: ready", file=sys.stderr, flush=True)
+
     reporter = asyncio.create_task(asyncio.to_thread(report))
     try:
-        await worker.serve(stop)
+        await worker.serve(stop, on_ready=ready)
     finally:
         stop.set()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -646,6 +654,8 @@ def _answer(args: argparse.Namespace) -> int:
 
     approve = args.fleet_command == "approve"
     with _open(args) as fleet:
+        if fleet.store.key_mismatch:  # an answer this process signs would not count
+            raise _Fail(fleet.store.key_mismatch)
         try:
             answered = (fleet.approve if approve else fleet.deny)(args.id, by=args.by or "")
         except KeyError:
@@ -734,7 +744,8 @@ def add_fleet(subparsers: Subparsers) -> None:
     )
     commands = parser.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
     db_help = (
-        f"sqlite:///FILE or postgresql://... (default ${DB_ENV}, else {'.antigravity-fleet'} here)"
+        f"sqlite:///FILE or postgresql://... (default ${DB_ENV}, else fleet/fleet.sqlite in the "
+        "SDK's state directory, $XDG_STATE_HOME/antigravity-sdk)"
     )
 
     def command(name: str, run: Callable[[argparse.Namespace], int], about: str) -> Any:

@@ -75,6 +75,10 @@ class _ConsoleLog(logging.Handler):
             return
         if record.name == "antigravity_sdk.agent" and record.msg == _HARNESS_ERROR:
             return
+        refusal = getattr(record, "refusal", None)
+        if refusal is not None:  # a refused connection: a row of its own
+            self.reporter.network_refused(refusal.host, refusal.port, refusal.reason)
+            return
         self.reporter.activity()
         self.reporter.line_break()
         self.reporter.console.print(Text(f"log: {record.getMessage()}", style="dim"))

@@ -13,12 +13,14 @@ model cannot drive the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import logging
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -227,6 +229,18 @@ def _nothing() -> None:
     pass
 
 
+class _RefusalRows(logging.Handler):
+    def __init__(self, reporter: DecisionReporter) -> None:
+        super().__init__(logging.WARNING)
+        self.reporter = reporter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        refusal = getattr(record, "refusal", None)
+        if refusal is not None:
+            record.shown_as_row = True  # the warnings' handler leaves it out
+            self.reporter.network_refused(refusal.host, refusal.port, refusal.reason)
+
+
 # -- hooks -------------------------------------------------------------------------------------
 
 
@@ -318,6 +332,33 @@ class DecisionReporter(Hook):
             message=message,
             latency_ns=latency_ns,
         )
+
+    def network_refused(self, host: str, port: int, reason: str) -> None:
+        """Record a connection the containment's egress proxy refused: no tool call, a
+        command (or the harness) reaching for a host that is not allowed."""
+        self._record(
+            ToolCall(name="network", args={"host": host, "port": port}),
+            allow=False,
+            verdict="DENY",
+            decided_by="containment",
+            rule="egress: host not allowed",
+            bucket=None,
+            bucket_name="containment",
+            message=reason,
+            latency_ns=0,
+        )
+
+    @contextlib.contextmanager
+    def showing_refusals(self) -> Iterator[None]:
+        """While inside: each connection the containment refuses is a row (logged by the
+        SDK on `antigravity_sdk.egress`; shown here, not again as a warning line)."""
+        handler = _RefusalRows(self)
+        egress = logging.getLogger("antigravity_sdk.egress")
+        egress.addHandler(handler)
+        try:
+            yield
+        finally:
+            egress.removeHandler(handler)
 
     def asking(self, handler: policy.AskHandler) -> policy.AskHandler:
         """`handler`, reporting each answer under its call's ASK row as it is given."""

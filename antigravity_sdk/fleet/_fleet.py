@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..conversations import check_conversation_id
 from ..errors import ConfigurationError
+from ..state import KEY_BYTES, decode_key
 from ..types import ChatResponse
 from . import _worker
 from ._spec import AgentSpec
@@ -99,10 +100,16 @@ class Fleet:
     """A fleet of governed agents on one database (see docs/fleet.md).
 
     `db_url` is a DBOS system database URL: None for the embedded default (a SQLite file,
-    `.antigravity-fleet/fleet.sqlite` under the working directory: one machine),
-    `postgresql://…` for workers on several machines. `save_dir` is where workers keep
-    conversations (default: next to the SQLite file; with PostgreSQL the SDK's default,
-    which is per machine: share a directory or let each worker recover its own tasks).
+    `fleet/fleet.sqlite` in the SDK's per-user state directory, outside every workspace:
+    one machine), `postgresql://…` for workers on several machines. `save_dir` is where
+    workers keep conversations, each in a directory of its own (default: next to the
+    SQLite file; with PostgreSQL the SDK's default, which is per machine: share a
+    directory or let each worker recover its own tasks).
+
+    `secret` signs the answers to approvals and seals the audit table's chain (hex or
+    base64 text, or bytes; at least 32 bytes). None: `$ANTIGRAVITY_FLEET_SECRET`, else
+    the state directory's `fleet` key. Every process of a fleet on several machines
+    needs the same one.
     """
 
     def __init__(
@@ -111,6 +118,7 @@ class Fleet:
         *,
         save_dir: str | os.PathLike[str] | None = None,
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+        secret: bytes | str | None = None,
     ) -> None:
         self.db_url = db_url or default_db_url()
         path = sqlite_path(self.db_url)
@@ -118,8 +126,11 @@ class Fleet:
             save_dir = path.parent / "conversations"
         self.save_dir = None if save_dir is None else Path(save_dir).resolve()
         self.approval_timeout = approval_timeout
-        self.store = Store(self.db_url)
-        DBOS.migrate(self.db_url)
+        self.store = Store(self.db_url, key=_secret(secret))
+        if self.store.key_mismatch:
+            logger.warning("fleet: %s", self.store.key_mismatch)
+        with self.store.schema_lock():  # DBOS's own tables, one process at a time
+            DBOS.migrate(self.db_url)
         self._client: DBOSClient | None = None
 
     @property
@@ -168,6 +179,7 @@ class Fleet:
             conversation_id or str(uuid.uuid5(_CONVERSATIONS, task_id))
         )
         spec = spec.with_workspace(workspace)
+        spec.check_outside(self.governed())
         spec.resolve_hooks()  # a hook that does not import fails here, not on a worker
         spec.load_policies(None)
         if not self.store.add_task(
@@ -199,6 +211,11 @@ class Fleet:
         if self.store.task(task_id) is None:
             raise KeyError(f"no task {task_id!r} in this fleet")
         return TaskHandle(self, task_id)
+
+    def governed(self) -> dict[str, Path]:
+        """What governs this fleet's agents and must stay out of their reach: the SQLite
+        file (with PostgreSQL, the server is elsewhere) and the conversations' directory."""
+        return _worker.governed(self.db_url, self.save_dir)
 
     # -- watching ------------------------------------------------------------------------
 
@@ -271,6 +288,7 @@ class Fleet:
         return self._answer(approval_id, False, by)
 
     def _answer(self, approval_id: str, approve: bool, by: str) -> Approval:
+        self._check_key()
         answered = self.store.answer(approval_id, approve=approve, by=by or _who())
         if answered is None:
             found = self.store.approval(approval_id)
@@ -302,7 +320,24 @@ class Fleet:
         """A worker that runs this fleet's tasks in this process, at most `concurrency`
         harnesses at once. `worker_id` names it in the database (default: the host's
         name); a worker restarted under the same id recovers the tasks it was running."""
+        self._check_key()
         return Worker(self, concurrency, worker_id or socket.gethostname())
+
+    def _check_key(self) -> None:
+        """Answers signed, or checked, with another fleet's secret would not count."""
+        if self.store.key_mismatch:
+            raise ConfigurationError(self.store.key_mismatch)
+
+
+def _secret(secret: bytes | str | None) -> bytes | None:
+    """The fleet secret given to `Fleet()`, checked (None: the Store finds it)."""
+    if secret is None:
+        return None
+    if isinstance(secret, str):
+        return decode_key(secret, "Fleet(secret=...)")
+    if not isinstance(secret, bytes) or len(secret) < KEY_BYTES:
+        raise ConfigurationError(f"Fleet(secret=...) must be at least {KEY_BYTES} bytes")
+    return secret
 
 
 def _who() -> str:
@@ -405,8 +440,11 @@ class Worker:
         self._ready = threading.Event()
         self._error: BaseException | None = None
 
-    async def serve(self, stop: asyncio.Event | None = None) -> None:
-        """Launch DBOS here and run tasks until `stop` is set (or this is cancelled)."""
+    async def serve(
+        self, stop: asyncio.Event | None = None, *, on_ready: Callable[[], None] | None = None
+    ) -> None:
+        """Launch DBOS here and run tasks until `stop` is set (or this is cancelled);
+        `on_ready()` is called once the worker polls the queue."""
         fleet = self.fleet
         state = fleet.store.state()
         global_concurrency = state.concurrency
@@ -417,6 +455,7 @@ class Worker:
             store=fleet.store,
             worker_id=self.worker_id,
             save_dir=fleet.save_dir,
+            governed=fleet.governed(),
             concurrency=per_worker,
             approval_timeout=fleet.approval_timeout,
         )
@@ -444,6 +483,8 @@ class Worker:
             )
             await _queue_polled()
             self._ready.set()
+            if on_ready is not None:
+                on_ready()
             await (stop or asyncio.Event()).wait()
         finally:
             await _worker.cancel_running(runtime)

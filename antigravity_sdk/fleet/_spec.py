@@ -128,6 +128,27 @@ class AgentSpec(BaseModel):
         `ConfigurationError` (raised at submit, so a bad spec never reaches a worker)."""
         return [_import_hook(path) for path in self.hooks]
 
+    def writable_roots(self) -> list[Path]:
+        """Where the agent may write besides its harness state: the workspace (or, with
+        none, the working directory) and `allow_write`."""
+        roots = [self.workspace or os.getcwd(), *self.allow_write]
+        return [Path(os.path.expanduser(root)).resolve() for root in roots]
+
+    def check_outside(self, governed: dict[str, Path]) -> None:
+        """A `ConfigurationError` naming any of `governed` (what governs the agent: the
+        fleet's database, its conversations) that lies in a root the agent may write:
+        there it could answer its own approvals, or rewrite its record."""
+        for root in self.writable_roots():
+            for what, path in governed.items():
+                path = path.resolve()
+                if path == root or root in path.parents:
+                    raise ConfigurationError(
+                        f"{what} ({path}) lies inside {root}, where the agent may write: "
+                        "it could answer its own approvals or rewrite the fleet's record; "
+                        "keep the fleet outside every workspace (its default, the SDK's "
+                        "state directory, is)"
+                    )
+
     def builder(
         self,
         *,
@@ -136,10 +157,12 @@ class AgentSpec(BaseModel):
         approvals: Callable[[Policy], AskHandler] | None,
         extra_hooks: Sequence[Hook] = (),
         create: bool = True,
+        hide: Sequence[Path] = (),
     ) -> AgentBuilder:
         """An `AgentBuilder` for this spec, resuming `conversation_id` (created if missing
-        and `create`);
-        `approvals(rule)` answers each ask_user rule (None: they deny)."""
+        and `create`); `approvals(rule)` answers each ask_user rule (None: they deny);
+        `hide` is kept from the contained harness and its commands (the other tasks'
+        conversations)."""
         from ..agent import Agent
         from ..containment import Containment
 
@@ -163,7 +186,10 @@ class AgentSpec(BaseModel):
         if self.containment:
             builder = builder.containment(
                 Containment(
-                    read=self.allow_read, write=self.allow_write, connect=self.allow_connect
+                    read=self.allow_read,
+                    write=self.allow_write,
+                    connect=self.allow_connect,
+                    hide=tuple(hide),
                 )
             )
         else:

@@ -7,13 +7,20 @@ approvals waiting for an answer (`antigravity_approvals`), every
 decision of every worker (`antigravity_audit`) and the turns started, for the rate limit
 and the retry rule (`antigravity_turns`). SQLAlchemy Core, so one code path serves both
 databases; every read-modify-write is one statement or one locked transaction.
+
+An answer to an approval is signed (HMAC-SHA256 under the fleet's secret, which no agent
+holds): a row a contained process wrote, even one that got into the table, is no answer.
+On PostgreSQL the tables are made under an advisory lock, so that workers starting
+together on a new database do not race to create them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
-import os
+import logging
 import secrets
 import sqlite3
 import sys
@@ -25,7 +32,20 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-__all__ = ["Approval", "FleetState", "Store", "TaskRow", "sqlalchemy_url"]
+from ..errors import AntigravityError
+from ..state import fleet_secret, state_dir
+
+__all__ = [
+    "Approval",
+    "FleetState",
+    "Store",
+    "TaskRow",
+    "UnsignedAnswerError",
+    "default_db_url",
+    "sqlalchemy_url",
+]
+
+logger = logging.getLogger("antigravity_sdk.fleet")
 
 _META = sa.MetaData()
 
@@ -42,6 +62,7 @@ FLEET = sa.Table(
     sa.Column("turn_period", sa.Float),
     sa.Column("concurrency", sa.Integer),
     sa.Column("lock", sa.BigInteger, nullable=False, default=0),
+    sa.Column("key_id", sa.String(32)),
 )
 
 TASKS = sa.Table(
@@ -78,6 +99,7 @@ APPROVALS = sa.Table(
     sa.Column("answered_at", sa.Float),
     sa.Column("answered_by", sa.Text),
     sa.Column("used_at", sa.Float),
+    sa.Column("mac", sa.String(64)),
 )
 
 AUDIT = sa.Table(
@@ -120,6 +142,42 @@ APPROVED: Final = "approved"
 DENIED: Final = "denied"
 EXPIRED: Final = "expired"
 USED: Final = "used"
+FORGED: Final = "forged"
+"""An answer whose signature did not verify: no answer (its call was denied)."""
+_SCHEMA_LOCK: Final = 0x616E_7469_6772_6176  # "antigrav": the fleet's schema, PostgreSQL
+_SCHEMA_LOCK_WAIT: Final = 300.0
+_MAC_DOMAIN: Final = "antigravity-fleet approval answer v1"
+
+
+class UnsignedAnswerError(AntigravityError):
+    """An approval's answer is not signed by the fleet's key: written by someone without
+    it (a process that reached the database), or signed with another fleet secret."""
+
+
+def key_id(key: bytes) -> str:
+    """What names a fleet secret without giving it away (stored in the fleet's row, so a
+    process with another secret is told so)."""
+    return hmac.new(key, b"antigravity-fleet key id", hashlib.sha256).hexdigest()[:16]
+
+
+def answer_mac(
+    key: bytes,
+    *,
+    approval_id: str,
+    task_id: str,
+    tool: str,
+    args: str,
+    verdict: str,
+    answered_by: str,
+    answered_at: float,
+) -> str:
+    """HMAC-SHA256, under the fleet's secret, of an answer: which approval of which task,
+    the call (tool and canonical arguments), the verdict, who answered and when."""
+    message = json.dumps(
+        [_MAC_DOMAIN, approval_id, task_id, tool, args, verdict, answered_by, answered_at],
+        separators=(",", ":"),
+    )
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
 
 
 def sqlalchemy_url(db_url: str) -> str:
@@ -219,25 +277,74 @@ def _approval(row: Any) -> Approval:
 
 
 class Store:
-    """The fleet tables over one SQLAlchemy engine (created on first use)."""
+    """The fleet tables over one SQLAlchemy engine (created on first use). `key` is the
+    fleet's secret, which signs and checks answers to approvals (None:
+    `state.fleet_secret()`). `key_mismatch` says, when the fleet was made with another
+    secret, what is wrong ("" when the secrets agree)."""
 
-    def __init__(self, db_url: str) -> None:
+    def __init__(self, db_url: str, *, key: bytes | None = None) -> None:
         self.db_url = db_url
+        self.key = key if key is not None else fleet_secret()
+        self.key_id = key_id(self.key)
+        self.key_mismatch = ""
+        self._used: set[str] = set()  # grants this process has used: never again
         path = sqlite_path(db_url)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _private_parent(path)
             self.engine = sa.create_engine(sqlalchemy_url(db_url), connect_args={"timeout": 60})
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         else:
             self.engine = sa.create_engine(sqlalchemy_url(db_url), pool_pre_ping=True)
-        _META.create_all(self.engine)
-        with self.engine.begin() as conn:
-            exists = conn.execute(sa.select(FLEET.c.name).where(FLEET.c.name == _ROW)).first()
-            if exists is None:
-                with contextlib.suppress(sa.exc.IntegrityError):  # another process was first
+        with self.schema_lock():
+            _META.create_all(self.engine)
+            with self.engine.begin() as conn:
+                row = conn.execute(
+                    sa.select(FLEET.c.name, FLEET.c.key_id).where(FLEET.c.name == _ROW)
+                ).first()
+                if row is None:
                     conn.execute(
-                        FLEET.insert().values(name=_ROW, stopped=0, tool_calls=0, tokens=0, lock=0)
+                        FLEET.insert().values(
+                            name=_ROW, stopped=0, tool_calls=0, tokens=0, lock=0, key_id=self.key_id
+                        )
                     )
+                elif row.key_id is None:
+                    conn.execute(
+                        FLEET.update().where(FLEET.c.name == _ROW).values(key_id=self.key_id)
+                    )
+                elif row.key_id != self.key_id:
+                    self.key_mismatch = (
+                        f"this fleet's approvals are signed with another secret (key id "
+                        f"{row.key_id}; this process has {self.key_id}): give every machine "
+                        "and every process that answers approvals the same "
+                        "ANTIGRAVITY_FLEET_SECRET"
+                    )
+
+    @contextlib.contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Held while the schema is made: on PostgreSQL a session advisory lock on a
+        connection of its own, so that processes starting together on a new database
+        make it one after the other (nothing on SQLite, whose writes are serialised).
+
+        Taken by polling `pg_try_advisory_lock`, never by waiting in `pg_advisory_lock`:
+        DBOS builds indexes `CONCURRENTLY`, which waits for every open transaction, and a
+        session waiting for the lock would be one (the two would wait for each other)."""
+        if self.engine.dialect.name != "postgresql":
+            yield
+            return
+        deadline = time.monotonic() + _SCHEMA_LOCK_WAIT
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            take = sa.text("SELECT pg_try_advisory_lock(:key)")
+            while not conn.execute(take, {"key": _SCHEMA_LOCK}).scalar():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"another process has been making the fleet's tables for "
+                        f"{_SCHEMA_LOCK_WAIT:.0f} s (it holds advisory lock {_SCHEMA_LOCK})"
+                    )
+                time.sleep(0.05 + secrets.randbelow(100) / 1000)
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _SCHEMA_LOCK})
 
     @staticmethod
     def _lock(conn: sa.Connection) -> None:
@@ -507,49 +614,109 @@ class Store:
         return found
 
     def answer(self, approval_id: str, *, approve: bool, by: str) -> Approval | None:
-        """Answer a pending approval that has not expired; None if there is none."""
+        """Answer a pending approval that has not expired, signed with the fleet's key;
+        None if there is none."""
         now = time.time()
+        verdict = APPROVED if approve else DENIED
         with self.engine.begin() as conn:
-            done = conn.execute(
-                APPROVALS.update()
-                .where(
+            self._lock(conn)
+            row = conn.execute(
+                sa.select(APPROVALS).where(
                     APPROVALS.c.id == approval_id,
                     APPROVALS.c.status == PENDING,
                     APPROVALS.c.expires_at > now,
                 )
-                .values(status=APPROVED if approve else DENIED, answered_at=now, answered_by=by)
+            ).first()
+            if row is None:
+                return None
+            mac = answer_mac(
+                self.key,
+                approval_id=row.id,
+                task_id=row.task_id,
+                tool=row.tool,
+                args=row.args,
+                verdict=verdict,
+                answered_by=by,
+                answered_at=now,
+            )
+            done = conn.execute(
+                APPROVALS.update()
+                .where(APPROVALS.c.id == approval_id, APPROVALS.c.status == PENDING)
+                .values(status=verdict, answered_at=now, answered_by=by, mac=mac)
             )
             if done.rowcount != 1:
                 return None
         return self.approval(approval_id)
 
+    def signed(self, row: Any) -> bool:
+        """Whether an answered row's answer carries the fleet's signature."""
+        if not row.mac or row.answered_at is None or row.answered_by is None:
+            return False
+        expected = answer_mac(
+            self.key,
+            approval_id=row.id,
+            task_id=row.task_id,
+            tool=row.tool,
+            args=row.args,
+            verdict=row.status,
+            answered_by=row.answered_by,
+            answered_at=row.answered_at,
+        )
+        return hmac.compare_digest(expected, row.mac)
+
     def consume(self, approval_id: str) -> bool | None:
-        """Settle a waited-on approval: True once for a grant (marking it used), False
-        for a denial or an expiry (recorded), None while it is pending and in time."""
+        """Settle a waited-on approval: True once for a signed grant (marking it used),
+        False for a signed denial or an expiry (recorded), None while it is pending and
+        in time. An answer that is not signed by the fleet's key (or a grant this process
+        used already) is no answer: the row is marked `forged`, a warning logged, and
+        `UnsignedAnswerError` raised (the call is denied, saying so)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(APPROVALS).where(APPROVALS.c.id == approval_id)).first()
+        if row is not None and row.status == PENDING and row.expires_at > time.time():
+            return None  # the usual poll: read only
         now = time.time()
         with self.engine.begin() as conn:
-            used = conn.execute(
-                APPROVALS.update()
-                .where(APPROVALS.c.id == approval_id, APPROVALS.c.status == APPROVED)
-                .values(status=USED, used_at=now)
-            )
-            if used.rowcount == 1:
-                return True
-            expired = conn.execute(
-                APPROVALS.update()
-                .where(
-                    APPROVALS.c.id == approval_id,
-                    APPROVALS.c.status == PENDING,
-                    APPROVALS.c.expires_at <= now,
+            self._lock(conn)
+            row = conn.execute(sa.select(APPROVALS).where(APPROVALS.c.id == approval_id)).first()
+            if row is None or row.status not in (PENDING, APPROVED, DENIED):
+                return False  # unknown, used, expired or forged
+            if row.status == PENDING:
+                if row.expires_at > now:
+                    return None
+                conn.execute(
+                    APPROVALS.update()
+                    .where(APPROVALS.c.id == approval_id)
+                    .values(status=EXPIRED, answered_at=now, answered_by="expired", mac=None)
                 )
-                .values(status=EXPIRED, answered_at=now, answered_by="expired")
-            )
-            if expired.rowcount == 1:
                 return False
-            status = conn.execute(
-                sa.select(APPROVALS.c.status).where(APPROVALS.c.id == approval_id)
-            ).scalar_one_or_none()
-        return None if status == PENDING else False
+            replayed = row.status == APPROVED and row.id in self._used
+            if not replayed and self.signed(row):
+                if row.status == DENIED:
+                    return False
+                conn.execute(
+                    APPROVALS.update()
+                    .where(APPROVALS.c.id == approval_id)
+                    .values(status=USED, used_at=now)
+                )
+                self._used.add(row.id)
+                return True
+            conn.execute(
+                APPROVALS.update().where(APPROVALS.c.id == approval_id).values(status=FORGED)
+            )
+        what = "a grant used already" if replayed else "not signed by the fleet's key"
+        logger.warning(
+            "fleet: approval %s of task %s reads %s by %r, but the answer is %s: no answer, "
+            "the call is denied",
+            row.id,
+            row.task_id,
+            row.status,
+            row.answered_by,
+            what,
+        )
+        raise UnsignedAnswerError(
+            f"approval {row.id}: its answer ({row.status} by {row.answered_by!r}) is {what}, "
+            "so it is no answer; the call did not run"
+        )
 
     # -- audit ---------------------------------------------------------------------------
 
@@ -649,8 +816,13 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def default_db_url(directory: str | os.PathLike[str] | None = None) -> str:
-    """The embedded default: `.antigravity-fleet/fleet.sqlite` in `directory` (the
-    working directory)."""
-    base = Path(directory or os.getcwd()).resolve() / ".antigravity-fleet"
-    return f"sqlite:///{base / 'fleet.sqlite'}"
+def default_db_url() -> str:
+    """The embedded default: `fleet/fleet.sqlite` in the SDK's state directory (per user,
+    outside every workspace: `$XDG_STATE_HOME/antigravity-sdk`, see `state.state_dir`)."""
+    return f"sqlite:///{state_dir() / 'fleet' / 'fleet.sqlite'}"
+
+
+def _private_parent(path: Path) -> None:
+    """Make the SQLite file's directory: 0700 (the file holds every task's prompts)."""
+    with contextlib.suppress(FileExistsError):
+        path.parent.mkdir(mode=0o700, parents=True)

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, Final
 from dbos import DBOS
 
 from ..audit import AuditLog
+from ..conversations import check_conversation_id, default_save_dir
 from ..errors import AntigravityError, ConversationNotFoundError, TurnCancelledError
 from ..hooks import Hook
 from ..policy import Policy
 from ..types import ChatResponse, HookResult, ToolCall
 from ._spec import AgentSpec
-from ._store import Store
+from ._store import Store, sqlite_path
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -65,6 +66,7 @@ class Runtime:
     save_dir: Path | None
     concurrency: int
     approval_timeout: float
+    governed: dict[str, Path] = field(default_factory=dict)
     slots: asyncio.Semaphore = field(init=False)
     live: dict[str, LiveAgent] = field(default_factory=dict)
     running: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -167,6 +169,9 @@ async def _run_task(
         responses.append(outcome["response"])
         index += 1
     answer = responses[-1].get("text", "") if responses else ""
+    live = runtime.live.pop(task_id, None)
+    if live is not None:  # its audit session ends (its `end` line) before the task is done
+        await live.close()
     await asyncio.to_thread(store.update_task, task_id, status="done", answer=answer)
     return json.dumps({"responses": responses, "ended": "done", "detail": ""})
 
@@ -247,17 +252,21 @@ async def _start_agent(
     From the second turn on the conversation must be in this worker's save dir: starting
     an empty one would silently lose the task's earlier turns."""
     store = runtime.store
+    save_dir = conversation_dir(runtime.save_dir, conversation_id)
     await runtime.slots.acquire()
     try:
         spec = AgentSpec.model_validate_json(spec_json)
         guard = FleetGuard(store)
         try:
+            spec.check_outside(runtime.governed)  # this worker's: its own save dir, its file
+            save_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             builder = spec.builder(
                 conversation_id=conversation_id,
-                save_dir=runtime.save_dir,
+                save_dir=save_dir,
                 approvals=lambda policy: _approval_handler(runtime, task_id, policy),
                 extra_hooks=[guard],
                 create=turn == 0,
+                hide=[save_dir.parent],  # the other tasks' conversations
             )
             audit = TableAudit(store, task_id=task_id, worker=runtime.worker_id, spec=spec)
             agent = builder._set("governance", audit=audit).build()
@@ -270,8 +279,8 @@ async def _start_agent(
         except ConversationNotFoundError:
             error = (
                 f"turn {turn + 1}: conversation {conversation_id} is not in this worker's "
-                f"save dir ({runtime.save_dir or 'the default'}); workers on several "
-                "machines must share one (Fleet(save_dir=...))"
+                f"save dir ({save_dir}); workers on several machines must share one "
+                "(Fleet(save_dir=...))"
             )
             await asyncio.to_thread(store.update_task, task_id, status="failed", error=error)
             raise FleetTaskError(error) from None
@@ -283,6 +292,24 @@ async def _start_agent(
         runtime.slots.release()
         raise
     return LiveAgent(agent, guard, runtime.slots)
+
+
+def governed(db_url: str, save_dir: Path | None) -> dict[str, Path]:
+    """What governs a fleet's agents, by what it is: the SQLite file (none for PostgreSQL)
+    and the directory of the conversations (the SDK's default when `save_dir` is None)."""
+    found = {"the fleet's conversations": save_dir or default_save_dir()}
+    path = sqlite_path(db_url)
+    if path is not None:
+        found["the fleet database"] = path
+    return found
+
+
+def conversation_dir(save_dir: Path | None, conversation_id: str) -> Path:
+    """The directory a task's harness keeps its conversation in: one per conversation,
+    under the fleet's save dir (the SDK's default when None), so that no task's harness
+    can open another task's conversation. The id is a safe path component (32 to 200 of
+    A-Z, a-z, 0-9 and '-', checked at submit)."""
+    return (save_dir or default_save_dir()) / check_conversation_id(conversation_id)
 
 
 async def _run_turn(runtime: Runtime, live: LiveAgent, prompt: str) -> ChatResponse | None:
@@ -387,26 +414,25 @@ def _approval_handler(
 
 
 class TableAudit(AuditLog):
-    """The agent's audit lines, chained as in a file and carrying the task, the worker
-    and the spec's hash, stored in the fleet's audit table."""
+    """The agent's audit lines, chained and sealed (with the fleet's secret) as in a file,
+    carrying the task, the worker and the spec's hash inside the seal, and stored in the
+    fleet's audit table (`TableSink`)."""
 
     def __init__(self, store: Store, *, task_id: str, worker: str, spec: AgentSpec) -> None:
-        super().__init__(f"fleet:{task_id}")
         self.store = store
         self.task_id = task_id
         self.worker = worker
         self.spec = spec
         self.spec_hash = spec.spec_hash
-        self._fleet_fields = (
-            f',"task":{json.dumps(task_id)},"worker":{json.dumps(worker)},'
-            f'"spec_hash":"{self.spec_hash}"'
+        super().__init__(
+            f"fleet:{task_id}",
+            key=store.key,
+            sink=lambda: TableSink(store, task_id=task_id, worker=worker, spec_hash=self.spec_hash),
+            fields={"task": task_id, "worker": worker, "spec_hash": self.spec_hash},
         )
 
     def copy(self) -> TableAudit:
         return TableAudit(self.store, task_id=self.task_id, worker=self.worker, spec=self.spec)
-
-    def _open_target(self) -> int:
-        return 0
 
     async def decide(
         self, request: Request, hooks: HookDispatch, tools: ToolRun, conversation: str
@@ -421,12 +447,18 @@ class TableAudit(AuditLog):
             )
         return outcome
 
-    def _append(self, body: str) -> None:
-        # Inside the sealed part, so that `audit verify` checks them with the line.
-        super()._append(body + self._fleet_fields)
 
-    def _emit(self, data: bytes) -> None:
-        text = data.decode("ascii").rstrip("\n")
+class TableSink:
+    """An `AuditSink` that stores each sealed line as a row of the fleet's audit table."""
+
+    def __init__(self, store: Store, *, task_id: str, worker: str, spec_hash: str) -> None:
+        self.store = store
+        self.task_id = task_id
+        self.worker = worker
+        self.spec_hash = spec_hash
+
+    def write(self, line: bytes) -> None:
+        text = line.decode("ascii").rstrip("\n")
         self.store.add_audit(
             task_id=self.task_id,
             worker=self.worker,
@@ -434,3 +466,6 @@ class TableAudit(AuditLog):
             line=json.loads(text),
             text=text,
         )
+
+    def close(self) -> None:
+        pass

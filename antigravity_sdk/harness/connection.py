@@ -30,6 +30,7 @@ import socket
 import sys
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -42,7 +43,7 @@ from websockets.uri import parse_uri
 
 from ..errors import ConfigurationError, ContainmentError, HarnessConnectionError, ProtocolError
 from . import wire
-from .install import find_harness
+from .install import execute_only, find_harness
 from .supervisor import CONTAINMENT_FAILED
 from .wire import decode_frame
 
@@ -197,30 +198,52 @@ class _WebSocketLink:
         self._sending: asyncio.Future[None] | None = None  # a fragmented message going out
         self._streams: set[asyncio.Future[None]] = set()  # streamed sends still going
 
-    async def _connect(self, hosts: tuple[str, ...], port: int, api_key: str) -> None:
+    async def _connect(
+        self,
+        hosts: tuple[str, ...],
+        port: int,
+        api_key: str,
+        dial: list[socket.socket] | None = None,
+    ) -> None:
+        """Open the WebSocket, retrying with backoff; through `dial` (sockets made inside
+        the agent's own network, where the harness listens) when given, one per try."""
         self._stream, self._on_frame, self._on_lost = None, None, None
         self._early, self._failure, self._closing = [], None, False
         last: BaseException | None = None
-        for attempt in range(6):
-            for host in hosts:
-                try:
-                    async with asyncio.timeout(_OPEN_TIMEOUT):
-                        self._stream = await self._open(host, port, api_key)
-                    return
-                except (OSError, InvalidHandshake, TimeoutError) as exc:
-                    last = exc
-            await asyncio.sleep(0.05 * (2**attempt))
+        tries: list[tuple[str, socket.socket | None]] = [("127.0.0.1", s) for s in dial or ()]
+        if not tries:
+            tries = [(host, cast("socket.socket | None", None)) for host in hosts] * 6
+        for attempt, (host, sock) in enumerate(tries):
+            try:
+                async with asyncio.timeout(_OPEN_TIMEOUT):
+                    self._stream = await self._open(host, port, api_key, sock)
+                if sock is not None and dial is not None:
+                    dial.remove(sock)  # the transport's now
+                return
+            except (OSError, InvalidHandshake, TimeoutError) as exc:
+                last = exc
+                if sock is not None:
+                    sock.close()
+            if (attempt + 1) % len(hosts) == 0 or sock is not None:
+                await asyncio.sleep(0.05 * (2 ** min(attempt, 5)))
         raise HarnessConnectionError(
             f"cannot open the harness WebSocket on port {port}: {last}",
             stderr_tail=self.stderr_tail(),
         )
 
-    async def _open(self, host: str, port: int, api_key: str) -> _Stream:
+    async def _open(
+        self, host: str, port: int, api_key: str, sock: socket.socket | None = None
+    ) -> _Stream:
         """TCP connect and the opening handshake: no extensions (so no compression), no
         message size limit, no pings (the harness sends none and expects none)."""
         ws = ClientProtocol(parse_uri(f"ws://{host}:{port}/"), max_size=None)
         loop = asyncio.get_running_loop()
-        transport, stream = await loop.create_connection(lambda: _Stream(self, ws), host, port)
+        if sock is None:
+            transport, stream = await loop.create_connection(lambda: _Stream(self, ws), host, port)
+        else:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, (host, port))
+            transport, stream = await loop.create_connection(lambda: _Stream(self, ws), sock=sock)
         try:
             request = ws.connect()
             request.headers["x-goog-api-key"] = api_key
@@ -416,6 +439,12 @@ class LocalConnection(_WebSocketLink):
         self._stderr_task: asyncio.Task[None] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._harness_pid: int | None = None  # the supervisor's child, once it says so
+        self._channel: socket.socket | None = None  # the sockets come back on it
+        self._dial: list[socket.socket] = []  # inside the agent's network: the WebSocket's
+        self.listeners: dict[int, socket.socket] = {}
+        """The listening sockets the agent serves, by port: the egress proxy's, the
+        upstreams' and the forwarded ports', made inside the agent's own network; where it
+        has none, the proxy's and the reverse proxies', made here."""
 
     @property
     def containment(self) -> ContainmentInForce | None:
@@ -432,16 +461,22 @@ class LocalConnection(_WebSocketLink):
 
     async def open(self, *, storage_dir: Path, home: Path) -> None:
         path = find_harness(self._explicit_path)
+        if self._containment is not None:  # its commands must not open its memory
+            path = execute_only(path)
+            private = not path.stat().st_mode & 0o444
+            self._containment = replace(self._containment, harness_memory_private=private)
         for directory in (storage_dir, home):
             os.makedirs(directory, exist_ok=True)
         env = {**os.environ, "HOME": str(home), **self._extra_env}
         argv = [str(path)]
         contained = self._containment
+        theirs: socket.socket | None = None
         if contained is not None:
             if not _SUPERVISED:
                 raise ContainmentError(f"containment needs Landlock (Linux), not {sys.platform}")
-            env = contained.environment(env)
-            argv += contained.supervisor_rules()
+            env = {**contained.environment(env), "HOME": str(home), **self._extra_env}
+            self._channel, theirs = socket.socketpair()
+            argv += [*contained.supervisor_rules(), f"channel:{theirs.fileno()}"]
         if _SUPERVISED:
             argv = [sys.executable, "-I", "-S", str(_SUPERVISOR), str(os.getpid()), *argv]
         try:
@@ -452,9 +487,13 @@ class LocalConnection(_WebSocketLink):
                 stderr=asyncio.subprocess.PIPE,
                 env=env,
                 start_new_session=True,  # a Ctrl-C for the user's program is ours to handle
+                pass_fds=(theirs.fileno(),) if theirs is not None else (),
             )
         except OSError as exc:
             raise HarnessConnectionError(f"cannot start the harness {path}: {exc}") from exc
+        finally:
+            if theirs is not None:
+                theirs.close()
         if not _SUPERVISED:
             self._harness_pid = self._proc.pid
         # A supervisor gets SIGTERM: killed, it could not end the harness's commands.
@@ -477,7 +516,49 @@ class LocalConnection(_WebSocketLink):
 
     async def _start(self, storage_dir: Path) -> None:
         port, api_key = await self._handshake(storage_dir)
-        await self._connect(("localhost", "127.0.0.1"), port, api_key)
+        dial, self._dial = self._dial, []
+        await self._connect(("localhost", "127.0.0.1"), port, api_key, dial)
+        for sock in dial:  # what the WebSocket did not need
+            sock.close()
+
+    async def _receive_sockets(self, contained: ContainmentInForce) -> None:
+        """The listening and dial sockets the supervisor's child made inside the agent's
+        own network (`b"AGSOCK" + count`, the descriptors as SCM_RIGHTS), sent before it
+        announced itself; where it has no network of its own, listening sockets made here
+        on the same ports."""
+        channel = self._channel
+        assert channel is not None
+        channel.setblocking(False)
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(channel, 64, 64)
+                break
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_reader(channel, ready.set_result, None)
+                try:
+                    await ready
+                finally:
+                    loop.remove_reader(channel)
+        channel.close()
+        self._channel = None
+        received = [socket.socket(fileno=fd) for fd in fds]
+        ports = contained.listening
+        if data[:6] != b"AGSOCK" or len(received) != (data[6] if len(data) > 6 else -1):
+            for sock in received:
+                sock.close()
+            raise ProtocolError("the harness supervisor sent no sockets it could name")
+        if received:
+            self.listeners = dict(zip(ports, received, strict=False))
+            self._dial = received[len(ports) :]
+            return
+        # No network of its own: the proxy and the reverse proxies listen here, bounded by
+        # Landlock's port rules; a spliced endpoint and a forwarded port are reached
+        # directly (they are granted by port).
+        here = [contained.proxy_port] + [u.port for u in contained.upstreams if not u.spliced]
+        for port in here:
+            self.listeners[port] = socket.create_server(("127.0.0.1", port), backlog=128)
 
     async def _handshake(self, storage_dir: Path) -> tuple[int, str]:
         proc = self._proc
@@ -504,8 +585,9 @@ class LocalConnection(_WebSocketLink):
                     raise ProtocolError(f"the harness supervisor reported pid {pid}")
                 self._harness_pid = pid
                 if self._containment is not None:  # and what the kernel put in force
-                    confined = (await proc.stdout.readexactly(1))[0]
-                    self._containment = self._containment.confined(confined)
+                    bits = int.from_bytes(await proc.stdout.readexactly(2), "little")
+                    self._containment = self._containment.confined(bits)
+                    await self._receive_sockets(self._containment)
             proc.stdin.write(wire.encode_frame(config))
             await proc.stdin.drain()
             header = await proc.stdout.readexactly(4)
@@ -592,6 +674,10 @@ class LocalConnection(_WebSocketLink):
                 kill_process(proc.pid)
             if self._finalizer is not None:
                 self._finalizer.detach()
+            for sock in (*self._dial, *self.listeners.values(), self._channel):
+                if sock is not None:
+                    sock.close()
+            self._dial, self.listeners, self._channel = [], {}, None
             await self._wait_stderr()
             if self._stderr_task is not None:
                 self._stderr_task.cancel()

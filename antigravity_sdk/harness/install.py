@@ -280,6 +280,50 @@ def harness_version(path: str | os.PathLike[str], *, by_hash: bool = False) -> s
     return version
 
 
+def execute_only(path: Path) -> Path:
+    """`path`, or a copy of it, that nobody can read, only execute: the kernel makes a
+    process started from such a binary non-dumpable, so the commands a contained harness
+    runs (same uid, same Landlock domain, no capabilities) cannot open its memory in
+    /proc. The SDK's own install is made so in place; another binary is copied once into
+    the SDK's cache (keyed by its path, size and time). Where neither can be done, `path`
+    as it is (the containment then reports the harness's memory as readable)."""
+    info = path.stat()
+    if not info.st_mode & 0o444 or not _is_elf(path):  # a script's interpreter must read it
+        return path
+    root = default_cache_dir() / "harness"
+    if root in path.parents and info.st_uid == os.getuid():
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o111)
+            return path
+    key = hashlib.sha256(f"{path.resolve()}\0{info.st_size}\0{info.st_mtime_ns}".encode())
+    copy = root / "execute-only" / key.hexdigest()[:24] / BINARY_NAME
+    if copy.exists():
+        return copy
+    try:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{BINARY_NAME}-", dir=copy.parent)
+        try:
+            with os.fdopen(fd, "wb") as out, path.open("rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+            os.chmod(tmp, 0o111)
+            os.replace(tmp, copy)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        return path
+    return copy
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def _record_digest(digest: bytes) -> str:
     """A digest as wheel RECORD files write it: urlsafe base64, no padding."""
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
@@ -500,7 +544,8 @@ def _expected_digest(archive: zipfile.ZipFile) -> str | None:
 
 
 def _extract_binary(wheel: Path, target: Path) -> None:
-    """Stream `_WHEEL_MEMBER` out of `wheel` into `target`, atomically, mode 0755."""
+    """Stream `_WHEEL_MEMBER` out of `wheel` into `target`, atomically: mode 0111 for a
+    compiled binary (execute only: see `execute_only`), 0755 for a script."""
     try:
         with zipfile.ZipFile(wheel) as archive:
             try:
@@ -525,7 +570,7 @@ def _extract_binary(wheel: Path, target: Path) -> None:
                     raise HarnessInstallError(
                         f"{_WHEEL_MEMBER} in {wheel.name} does not match the wheel's RECORD hash"
                     )
-                os.chmod(tmp, 0o755)
+                os.chmod(tmp, 0o111 if _is_elf(tmp) else 0o755)
                 os.replace(tmp, target)
             except BaseException:
                 with contextlib.suppress(OSError):

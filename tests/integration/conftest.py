@@ -91,6 +91,26 @@ def process_alive(pid: int) -> bool:
     return process_state(pid) not in (None, "Z", "X")
 
 
+def host_pid(inner: int) -> int:
+    """The pid, as this process sees it, of the process a contained command knows as
+    `inner` (its pid in the agent's own PID namespace, as `echo $$` writes it): the one
+    process in a PID namespace below this one whose last `NSpid` is `inner`. A pid no
+    nested namespace has is returned as it is (the agent runs uncontained)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                nspid = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if len(nspid) > 1 and int(nspid[-1]) == inner:
+            found.append(int(nspid[0]))
+    assert len(found) <= 1, f"pid {inner} is in several agents' namespaces: {found}"
+    return found[0] if found else inner
+
+
 async def wait_gone(pid: int, within: float = 3.0) -> bool:
     """Wait until `pid` no longer runs; True if it is gone in time."""
     deadline = time.monotonic() + within

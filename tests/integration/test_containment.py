@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -52,7 +53,7 @@ from antigravity_sdk.harness.install import find_harness
 from antigravity_sdk.testing import ScriptedModel, tool_call
 from antigravity_sdk.types import BuiltinTool, CapabilitiesConfig
 
-from .conftest import AgentFactory, Workspace, process_alive, wait_gone
+from .conftest import AgentFactory, Workspace, host_pid, process_alive, wait_gone
 
 pytestmark = pytest.mark.skipif(
     landlock_abi() < 6, reason="the acceptance tests need Landlock ABI >= 6 (signals, TCP)"
@@ -321,10 +322,18 @@ ROUTES = {
     "model-defined subagent": Route(
         _subagent_script, configure=lambda b: b.allow_ungoverned("subagents")
     ),
-    "git post-commit hook": Route(_git_hook_script, git=True),
+    # Both are closed one step earlier by default (`.git/hooks` and `.git/config` are
+    # read-only: tests/integration/test_out_of_reach.py); given up here, what they run
+    # is still contained.
+    "git post-commit hook": Route(
+        _git_hook_script,
+        git=True,
+        configure=lambda b: b.containment(Containment(unprotect=[".git/hooks"])),
+    ),
     "git core.fsmonitor": Route(
         lambda t: [_run(f"git config core.fsmonitor 'sh {t.attack_sh}' && git status", t.ws)],
         git=True,
+        configure=lambda b: b.containment(Containment(unprotect=[".git/config"])),
     ),
 }
 
@@ -394,7 +403,7 @@ async def test_the_harness_own_tools_cannot_escape(
     results = [str(m.get("content", "")) for m in model.requests[-1].tool_results]
     assert len(results) == 6, results
     for shown in results[:3]:  # the kernel refused each, inside the harness's own process
-        assert "permission denied" in shown.lower(), shown
+        assert "permission denied" in shown.lower() or "read-only file system" in shown.lower()
     assert "notes.txt" in results[3]  # grep ran, and read what is not hidden
     assert "connect: permission denied" in results[4]
     assert inside.read_text().strip() == "escaped"  # the same tool inside: the route works
@@ -535,7 +544,9 @@ async def test_agent_containment_reports_what_is_in_force(
         assert target.home / ".ssh" in contained.hidden
         assert target.home / ".aws" in contained.hidden
         assert ENV_NAME in contained.env_withheld
-        assert contained.connect == (model.port,)
+        # the egress proxy and the model's endpoint, on the agent's own loopback
+        assert contained.connect == tuple(sorted(contained.listening))
+        assert [u.target for u in contained.upstreams] == [f"{model.base_url}"]
         assert contained.bind == (0,)
         described = "\n".join(contained.describe())
         assert str(env.ws) in described and str(target.home / ".ssh") in described
@@ -626,22 +637,22 @@ MULTIPROCESSING = (
 
 
 @pytest.mark.parametrize("shm", [False, True], ids=["default", "/dev/shm named"])
-async def test_python_multiprocessing_needs_dev_shm_named(
+async def test_python_multiprocessing_works_in_a_dev_shm_of_its_own(
     make_agent: AgentFactory, env: Workspace, shm: bool
 ) -> None:
-    # /dev/shm holds other processes' shared memory and semaphores: not writable unless
-    # named, and multiprocessing's locks live there.
+    # The agent's /dev/shm is a tmpfs of its own: multiprocessing's locks work, and the
+    # machine's shared memory (a database's, a browser's) is out of reach.
     (env.ws / "mp.py").write_text(MULTIPROCESSING)
     spec = Containment(write=["/dev/shm"] if shm else [])
     agent, _ = make_agent(
-        [_run("python3 mp.py", env.ws), "done"],
+        [_run("python3 mp.py; echo mine > /dev/shm/antigravity-test-mark", env.ws), "done"],
         policies=[policy.allow_all()],
         configure=lambda b: b.containment(spec),
     )
     async with agent:
         await agent.chat("work")
-    out = (env.ws / "mp.out").read_text()
-    assert out == "3\n" if shm else out.startswith("refused"), out
+    assert (env.ws / "mp.out").read_text() == "3\n"
+    assert not os.path.exists("/dev/shm/antigravity-test-mark")  # noqa: ASYNC240
 
 
 # -- symlinks ---------------------------------------------------------------------------------
@@ -706,7 +717,7 @@ async def test_stop_removes_the_private_tmpdir_and_everything_started(
         contained = agent.containment
         assert contained is not None
         assert (contained.tmp_dir / "scratch").read_text() == "scratch\n"
-        sleeper = int((env.ws / "pid").read_text())
+        sleeper = host_pid(int((env.ws / "pid").read_text()))
         assert process_alive(sleeper)
     assert (env.ws / "tmpdir").read_text() == str(contained.tmp_dir)
     assert not contained.tmp_dir.exists()

@@ -91,7 +91,14 @@ async def test_the_routes_past_landlock_are_closed(
         async with agent:
             await agent.chat("go")
             assert agent.containment is not None
-            assert agent.containment.private == ("terminals", "System V IPC")
+            assert agent.containment.private == (
+                "terminals",
+                "System V IPC",
+                "network",
+                "processes",
+                "hostname",
+                "/dev/shm",
+            )
             assert agent.containment.filtered
         report = json.loads((env.ws / "report.json").read_text())
         for name in ("tfo", "mptcp", "terminal", "shm", "keyring"):

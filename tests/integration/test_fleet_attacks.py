@@ -160,3 +160,103 @@ def test_an_audit_table_that_refuses_lines_lets_no_call_through(
     # Fail-closed: a call its policies allow is denied when its decision cannot be stored.
     assert not (ws / "z.txt").exists()
     assert "could not record this decision" in allowed_result.text
+
+
+# -- the controls out of the agent's reach (issue 26) -----------------------------------------
+
+
+def test_an_approval_written_into_the_database_is_no_answer(fleet: Fleet, tmp_path: Path) -> None:
+    """Finding 1: `UPDATE antigravity_approvals SET status='approved', answered_by='alice'`,
+    written straight into the database while the call waits. The held write never runs: it
+    is denied, saying the answer was not signed by the fleet's key. The next turn's write,
+    approved with `Fleet.approve` from another process, runs."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from fleet_support import worker_env
+
+    ws = (tmp_path / "ws").resolve()
+    path = fleet.store.engine.url.database
+    assert path is not None
+    with served_in_thread(writer(ws, Requests())) as model, fleet.worker(1, worker_id=WORKER):
+        handle = fleet.submit(
+            spec(model, ws, ASK_BEFORE_WRITING), ["write deploy.txt forged", "write ok.txt real"]
+        )
+        [forged] = wait_until(fleet.approvals, timeout=TIMEOUT, what="the first approval")
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "UPDATE antigravity_approvals SET status='approved', answered_by='alice' "
+                "WHERE id = ?",
+                (forged.id,),
+            )
+        real = wait_until(
+            lambda: [a for a in fleet.approvals() if a.id != forged.id],
+            timeout=TIMEOUT,
+            what="the second turn's approval",
+        )[0]
+        assert not (ws / "deploy.txt").exists()
+        code = (
+            "import sys; from antigravity_sdk.fleet import Fleet\n"
+            "with Fleet(sys.argv[1]) as f: f.approve(sys.argv[2], by='bob')"
+        )
+        answered = subprocess.run(
+            [sys.executable, "-c", code, fleet.db_url, real.id],
+            env=worker_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert answered.returncode == 0, answered.stderr
+        result = handle.result(timeout=TIMEOUT)
+
+    assert not (ws / "deploy.txt").exists()
+    assert (ws / "ok.txt").read_text().strip() == "real"
+    first, second = (r.text for r in result.responses)
+    assert "not signed by the fleet's key" in first and "denied" in first.lower(), first
+    assert "not signed" not in second
+    found = fleet.store.approval(forged.id)
+    assert found is not None and found.status == "forged"
+    writes = [e for e in fleet.audit(tool="write_to_file") if e["kind"] == "decision"]
+    assert [(e["turn"], e["verdict"]) for e in writes] == [(1, "deny"), (2, "allow")]
+    assert "not signed by the fleet's key" in writes[0]["message"]
+
+
+def test_a_task_cannot_reach_another_tasks_conversation(fleet: Fleet, tmp_path: Path) -> None:
+    """Each task's harness keeps its conversation in a directory of its own, and the
+    others' are hidden from it: a second task can neither read nor overwrite the first
+    task's saved conversation."""
+    ws = (tmp_path / "ws").resolve()
+    requests = Requests()
+    target: list[Path] = []
+
+    def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        request = requests.record(messages)
+        results = tool_results(messages)
+        if request.prompt == "pry" and not results:
+            return tool_call("view_file", AbsolutePath=str(target[0]))
+        if request.prompt == "pry" and len(results) == 1:
+            return tool_call(
+                "write_to_file", TargetFile=str(target[0]), CodeContent="x", Overwrite=True
+            )
+        if request.prompt == "pry":
+            return text("results: " + " | ".join(results))
+        return text("first task's answer")
+
+    with served_in_thread(script) as model, fleet.worker(1, worker_id=WORKER):
+        first = fleet.submit(spec(model, ws, ALLOW_ALL), "hello", task_id="t-first")
+        first.result(timeout=TIMEOUT)
+        conversation = first.status().conversation_id
+        assert fleet.save_dir is not None
+        saved = fleet.save_dir / conversation / f"{conversation}.db"
+        assert saved.is_file(), sorted(p.name for p in fleet.save_dir.rglob("*"))
+        assert not (fleet.save_dir / f"{conversation}.db").exists()
+        target.append(saved)
+        before = saved.read_bytes()
+        result = fleet.submit(spec(model, ws, ALLOW_ALL), "pry", task_id="t-second")
+        answer = result.result(timeout=TIMEOUT).text
+
+    assert saved.read_bytes() == before
+    second = fleet.status("t-second").conversation_id
+    assert (fleet.save_dir / second / f"{second}.db").is_file()
+    assert answer.count("permission denied") == 2, answer  # the read and the write

@@ -231,23 +231,41 @@ with Fleet(sys.argv[1]) as fleet:
 
 
 def test_an_approval_is_answered_from_another_process(cluster: Cluster) -> None:
+    """An answer written into the approvals table with SQL (issue 26: a contained process
+    that reached the database) is no answer: the held write is denied. The next turn's,
+    answered with `Fleet.approve` in another process, runs."""
+    import psycopg
+
     requests = Requests()
     fleet = cluster.fleet
     target = cluster.ws / "approved.txt"
+    forged_target = cluster.ws / "forged.txt"
 
     def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
-        requests.record(messages)
+        request = requests.record(messages)
         results = tool_results(messages)
         if not results:
+            where = forged_target if request.prompt == "write forged" else target
             return tool_call(
-                "write_to_file", TargetFile=str(target), CodeContent="ok", Overwrite=True
+                "write_to_file", TargetFile=str(where), CodeContent="ok", Overwrite=True
             )
         return text(f"tool said: {results[-1]}")
 
     with served_in_thread(script) as model:
         cluster.start_all(concurrency=1)
-        handle = fleet.submit(cluster.spec(model, ASK_BEFORE_WRITING), "write it")
-        [approval] = wait_until(fleet.approvals, timeout=RESULT_TIMEOUT, what="the approval")
+        handle = fleet.submit(cluster.spec(model, ASK_BEFORE_WRITING), ["write forged", "write it"])
+        [forged] = wait_until(fleet.approvals, timeout=RESULT_TIMEOUT, what="the first approval")
+        with psycopg.connect(cluster.url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE antigravity_approvals SET status='approved', answered_by='alice' "
+                "WHERE id = %s",
+                (forged.id,),
+            )
+        [approval] = wait_until(
+            lambda: [a for a in fleet.approvals() if a.id != forged.id],
+            timeout=RESULT_TIMEOUT,
+            what="the second approval",
+        )
         assert handle.status().status == "waiting"
         assert approval.worker == handle.status().worker
         assert approval.rule == "ask before writing"
@@ -266,8 +284,12 @@ def test_an_approval_is_answered_from_another_process(cluster: Cluster) -> None:
 
     assert result.ended == "done"
     assert target.read_text().strip() == "ok"
+    assert not forged_target.exists()
+    assert "not signed by the fleet's key" in result.responses[0].text
+    assert fleet.store.approval(forged.id).status == "forged"
     assert fleet.store.approval(approval.id).answered_by == "another-process"
-    [allowed] = decisions(fleet, tool="write_to_file")
+    denied, allowed = decisions(fleet, tool="write_to_file")
+    assert (denied["verdict"], denied["turn"]) == ("deny", 1)
     assert (allowed["verdict"], allowed["rule"]) == ("allow", "ask before writing")
     assert allowed["worker"] == handle.status().worker
 
@@ -342,3 +364,81 @@ def test_the_stop_switch_holds_across_workers(cluster: Cluster) -> None:
 
     assert [r.text for r in results] == [f"loop {i}: 60 calls" for i in range(3)]
     assert not fleet.state().stopped
+
+
+# -- start-up: many workers at once on a new database (issue 26, finding 10) ----------------
+
+
+def test_workers_starting_together_on_a_new_database_all_serve(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Six `antigravity fleet worker` processes started at once on a database nobody has
+    used: none fails making the schema (it used to race: UniqueViolation, DuplicateTable),
+    each says it is ready, and six tasks held in flight together run one on each."""
+    workers = 6
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = worker_env(tmp_path)
+    watch = HarnessWatch().start()
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = [tmp_path / f"w{i}.log" for i in range(workers)]
+    try:
+        with fresh_database(postgres_url) as url:
+            for i, log in enumerate(logs):
+                with open(log, "wb") as out:
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-m",
+                                "antigravity_sdk",
+                                "fleet",
+                                "worker",
+                                "--db",
+                                url,
+                                "--worker-id",
+                                f"w{i}",
+                            ],
+                            env=env,
+                            cwd=tmp_path,
+                            stdin=subprocess.DEVNULL,
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                        )
+                    )
+            for proc in procs:
+                watch.add_host(proc.pid)
+
+            def ready() -> bool:
+                exited = [(i, p.returncode) for i, p in enumerate(procs) if p.poll() is not None]
+                assert not exited, (exited, [log.read_text() for log in logs])
+                return all(f"worker w{i}: ready" in log.read_text() for i, log in enumerate(logs))
+
+            wait_until(ready, timeout=RESULT_TIMEOUT, what="six workers ready")
+            requests = Requests()
+            gate = Gate(needed=workers, timeout=30)
+
+            async def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+                request = requests.record(messages)
+                await gate.wait(request.prompt)
+                return text(f"answer to {request.prompt}")
+
+            with served_in_thread(script) as model, Fleet(url) as fleet:
+                spec = AgentSpec(model=model.model_name, base_url=model.base_url, workspace=str(ws))
+                handles = [fleet.submit(spec, f"task {i}", task_id=f"t{i}") for i in range(workers)]
+                results = [h.result(timeout=RESULT_TIMEOUT) for h in handles]
+                ran_on = {fleet.status(f"t{i}").worker for i in range(workers)}
+            assert [r.text for r in results] == [f"answer to task {i}" for i in range(workers)]
+            assert len(gate.arrived) == workers  # all six in flight at once
+            assert ran_on == {f"w{i}" for i in range(workers)}, ran_on  # one per worker
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            codes = [proc.wait(60) for proc in procs]
+            assert codes == [0] * workers, [log.read_text()[-2000:] for log in logs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        watch.stop()
+    watch.assert_none_left()

@@ -24,7 +24,7 @@ from antigravity_sdk.harness import connection as connection_mod
 from antigravity_sdk.harness.connection import LocalConnection
 from antigravity_sdk.testing import tool_call
 
-from .conftest import AgentFactory, Workspace, harness_pid, process_alive, wait_gone
+from .conftest import AgentFactory, Workspace, harness_pid, host_pid, process_alive, wait_gone
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the harness's commands are supervised on Linux"
@@ -58,7 +58,7 @@ def program_of(pid: int) -> bytes:
 
 def pid_in(path: Path) -> int | None:
     try:
-        return int(path.read_text())
+        return host_pid(int(path.read_text()))
     except (FileNotFoundError, ValueError):  # not written yet, or half-written
         return None
 
@@ -221,6 +221,7 @@ async def test_backgrounded_command_ends_when_the_host_dies(
         assert host.stdout is not None
         line = await asyncio.wait_for(host.stdout.readline(), 30)
         pids = json.loads(line)
+        pids["command"] = host_pid(pids["command"])
         parent = parent_of(pids["harness"])
         if parent != host.pid:  # the supervisor, which must go too
             pids["supervisor"] = parent
@@ -242,16 +243,22 @@ async def test_backgrounded_command_ends_when_the_host_dies(
 
 
 async def test_the_harness_runs_under_its_supervisor(make_agent: AgentFactory) -> None:
-    """The harness's own pid is what the connection reports; its parent is the supervisor,
-    a child of this process, and both are gone after stop()."""
+    """The harness's own pid is what the connection reports; its parent is the reaper,
+    pid 1 of the agent's own PID namespace, whose parent is the supervisor, a child of
+    this process; all are gone after stop()."""
     agent, _ = make_agent(["hi"])
     async with agent:
         harness = harness_pid(agent)
-        supervisor = parent_of(harness)
+        reaper = parent_of(harness)
+        with open(f"/proc/{reaper}/status") as status:  # noqa: ASYNC230
+            nspid = next(line.split()[1:] for line in status if line.startswith("NSpid:"))
+        assert nspid == [str(reaper), "1"], nspid  # pid 1 of the agent's own namespace
+        supervisor = parent_of(reaper)
         assert parent_of(supervisor) == os.getpid()
         assert program_of(harness).endswith(b"localharness")
         assert (await agent.chat("hi")).text == "hi"
     assert not process_alive(harness)
+    assert await wait_gone(reaper, 1)
     assert await wait_gone(supervisor, 1)
 
 
