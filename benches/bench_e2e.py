@@ -36,6 +36,9 @@ on uvloop when it is installed, `--reps` runs each; the table shows medians [min
 * Agent start (spawn, handshake, initialize), median of `--starts` in one process per
   SDK, plain asyncio; and our code alone on one callback, in process, no sockets.
 
+`--uncontained` adds our SDK with containment off, interleaved, and prints what
+containment adds per tool call (mostly the relay each model call crosses).
+
 Internal modes: `--serve N` (the model server), `--worker SDK LOOP` (one turn, one JSON
 line), `--start SDK`, `--replay-serve FILE`, `--replay-client KIND LOOP PORT`.
 """
@@ -409,8 +412,10 @@ def callback_figures(probe: Probe, calls: int, cpu_s: float) -> dict[str, Any]:
 # -- the two SDKs --------------------------------------------------------------------------
 
 
-def _ours_agent(root: Path, base_url: str, counter: dict[str, int]) -> Any:
-    from antigravity_sdk import Agent, Hook, HookResult, policy
+def _ours_agent(
+    root: Path, base_url: str, counter: dict[str, int], *, contained: bool = True
+) -> Any:
+    from antigravity_sdk import Agent, Containment, Hook, HookResult, policy
     from antigravity_sdk.types import ToolCall
 
     class Allow(Hook):
@@ -427,6 +432,7 @@ def _ours_agent(root: Path, base_url: str, counter: dict[str, int]) -> Any:
         .save_dir(root / "save")
         .app_data_dir(root / "app")
         .model("scripted-model", base_url=base_url)
+        .containment(Containment() if contained else None)
         .build()
     )
 
@@ -458,6 +464,8 @@ def _official_agent(root: Path, base_url: str, counter: dict[str, int]) -> Any:
 def build_agent(sdk: str, root: Path, base_url: str, counter: dict[str, int]) -> Any:
     if sdk == "ours":
         return _ours_agent(root, base_url, counter)
+    if sdk == "ours-uncontained":
+        return _ours_agent(root, base_url, counter, contained=False)
     return _official_agent(root, base_url, counter)
 
 
@@ -843,6 +851,11 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile one turn per SDK")
     parser.add_argument("--dump", default=None, metavar="FILE", help="write raw results (JSON)")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--uncontained",
+        action="store_true",
+        help="also run ours with containment off, interleaved: what containment adds",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("SDK", "LOOP"), help=argparse.SUPPRESS)
     parser.add_argument("--start", default=None, metavar="SDK", help=argparse.SUPPRESS)
     parser.add_argument("--model-url", default=None, help=argparse.SUPPRESS)
@@ -925,7 +938,7 @@ def orchestrate(args: Any) -> int:
                 for rep in range(args.reps):
                     order = sdks if rep % 2 == 0 else sdks[::-1]
                     for loop in loops:
-                        for sdk in order:
+                        for sdk in [*order, *(["ours-uncontained"] if args.uncontained else [])]:
                             add(
                                 f"{sdk}/{loop}",
                                 run_json(["--worker", sdk, loop, *model, *calls], env),
@@ -949,6 +962,15 @@ def orchestrate(args: Any) -> int:
     calibration.append(calibration_us())
     inproc = callback_path_us(2000 if args.quick else 20000)
     report(results, sdks, loops, args, calibration, inproc, script)
+    for loop in loops if args.uncontained else ():
+        bare = spread(results.get(f"ours-uncontained/{loop}", []), "cpu_call_ms")
+        ours = spread(results.get(f"ours/{loop}", []), "cpu_call_ms")
+        if bare and ours:
+            print(
+                f"CPU per tool call, ours uncontained ({loop}): {cell(bare, 3)} ms; "
+                f"containment adds {ours[0] - bare[0]:+.3f} ms per tool call (its one model "
+                "call crosses the SDK's relay between the agent's network and this machine's)"
+            )
     return 0
 
 
