@@ -134,6 +134,12 @@ class Session:
                 mcp_servers=governance.mcp_servers,
                 controls=controls(agent._audit, governance.policy_files, hooks),
             )
+            if agent._containment.unprotected:
+                logger.warning(
+                    "containment: %s given up (Containment(unprotect=...)): the agent can "
+                    "write there what git, an editor or a shell runs later, outside it",
+                    ", ".join(agent._containment.unprotected),
+                )
             for listed in agent._containment.listing_only:
                 logger.warning(
                     "containment: %s holds a credential path, so no file can be made "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -443,3 +444,16 @@ async def test_the_sdks_state_is_hidden(
     _refused(report, "read key", "copy key", "write state", "replace key")
     assert not (env.ws / "audit.key").exists()
     assert not (state_dir() / "planted").exists()
+
+
+async def test_giving_up_a_protected_name_warns_at_start(
+    make_agent: AgentFactory, env: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    def configure(builder: object) -> object:
+        return builder.containment(Containment(unprotect=[".vscode"]))  # type: ignore[attr-defined]
+
+    agent, _ = make_agent(["done"], configure=configure)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="antigravity_sdk"):
+        async with agent:
+            pass
+    assert any(".vscode given up" in r.getMessage() for r in caplog.records), caplog.text
