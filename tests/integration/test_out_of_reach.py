@@ -90,17 +90,19 @@ def _refused(report: str, *names: str) -> None:
 # -- the world: egress by host, not by port ------------------------------------------------
 
 
-class _Collector:
-    """A TCP server on another loopback address with the same port as the model: what
-    reaches it left the agent."""
+class _Server:
+    """A TCP server outside the agent, in a thread: each connection, one at a time, goes
+    to `answer` (bounded by socket timeouts)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int = 0) -> None:
         self.sock = socket.create_server((host, port))
         self.sock.settimeout(0.2)
-        self.got: list[bytes] = []
         self._stop = False
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
+
+    def answer(self, conn: socket.socket) -> None:
+        raise NotImplementedError
 
     def _serve(self) -> None:
         while not self._stop:
@@ -109,17 +111,27 @@ class _Collector:
             except (TimeoutError, OSError):
                 continue
             with conn:
-                conn.settimeout(2)
-                try:
-                    self.got.append(conn.recv(65536))
-                    conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                except OSError:
-                    pass
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    self.answer(conn)
 
     def close(self) -> None:
         self._stop = True
         self._thread.join(2)
         self.sock.close()
+
+
+class _Collector(_Server):
+    """A TCP server on another loopback address with the same port as the model: what
+    reaches it left the agent."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.got: list[bytes] = []
+        super().__init__(host, port)
+
+    def answer(self, conn: socket.socket) -> None:
+        self.got.append(conn.recv(65536))
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
 
 
 @pytest.fixture
@@ -195,8 +207,8 @@ async def test_no_credential_reaches_the_agent_by_any_name(
     _refused(report, "env")
 
 
-class _FakeGemini:
-    """A stand-in for the Gemini API on loopback: records each request's headers and
+class _FakeGemini(_Server):
+    """A stand-in for the Gemini API on loopback: records each request's head and
     answers with one streamed text part."""
 
     BODY = (
@@ -206,48 +218,29 @@ class _FakeGemini:
     )
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
         self.heads: list[bytes] = []
-        self._stop = False
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__("127.0.0.1")
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
 
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            with conn:
-                conn.settimeout(5)
-                try:
-                    data = b""
-                    while b"\r\n\r\n" not in data:
-                        data += conn.recv(65536)
-                    head, _, rest = data.partition(b"\r\n\r\n")
-                    self.heads.append(head)
-                    length = next(
-                        (int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                         if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
-                    while len(rest) < length:
-                        rest += conn.recv(65536)
-                    conn.sendall(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                        + f"content-length: {len(self.BODY)}\r\n\r\n".encode()
-                        + self.BODY
-                    )
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(2)
-        self.sock.close()
+    def answer(self, conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, rest = data.partition(b"\r\n\r\n")
+        self.heads.append(head)
+        length = next(
+            (int(line.split(b":")[1]) for line in head.split(b"\r\n")
+             if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+        while len(rest) < length:
+            rest += conn.recv(65536)
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            + f"content-length: {len(self.BODY)}\r\n\r\n".encode()
+            + self.BODY
+        )
 
 
 def _memory_holds(pid: int, needle: bytes) -> bool:
