@@ -629,16 +629,7 @@ class Store:
             ).first()
             if row is None:
                 return None
-            mac = answer_mac(
-                self.key,
-                approval_id=row.id,
-                task_id=row.task_id,
-                tool=row.tool,
-                args=row.args,
-                verdict=verdict,
-                answered_by=by,
-                answered_at=now,
-            )
+            mac = self._mac(row, verdict, by, now)
             done = conn.execute(
                 APPROVALS.update()
                 .where(APPROVALS.c.id == approval_id, APPROVALS.c.status == PENDING)
@@ -652,17 +643,21 @@ class Store:
         """Whether an answered row's answer carries the fleet's signature."""
         if not row.mac or row.answered_at is None or row.answered_by is None:
             return False
-        expected = answer_mac(
+        expected = self._mac(row, row.status, row.answered_by, row.answered_at)
+        return hmac.compare_digest(expected, row.mac)
+
+    def _mac(self, row: Any, verdict: str, by: str, at: Any) -> str:
+        """The signature of an answer (`verdict` by `by` at `at`) to the approval `row`."""
+        return answer_mac(
             self.key,
             approval_id=row.id,
             task_id=row.task_id,
             tool=row.tool,
             args=row.args,
-            verdict=row.status,
-            answered_by=row.answered_by,
-            answered_at=row.answered_at,
+            verdict=verdict,
+            answered_by=by,
+            answered_at=at,
         )
-        return hmac.compare_digest(expected, row.mac)
 
     def consume(self, approval_id: str) -> bool | None:
         """Settle a waited-on approval: True once for a signed grant (marking it used),
