@@ -38,7 +38,20 @@ pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or confine.landlock_abi() < 6, reason="needs Landlock ABI >= 6"
 )
 
-SUPERVISOR = Path(confine.__file__).with_name("supervisor.py")
+def _readable_supervisor() -> Path:
+    """The supervisor and the standard-library modules it loads beside it, copied where an
+    ordinary user can read them (a checkout may sit in a directory only root can enter,
+    as `mktemp -d` makes it)."""
+    area = Path(tempfile.mkdtemp(prefix="antigravity-supervisor-"))
+    area.chmod(0o755)
+    for name in ("supervisor.py", "supervise.py", "confine.py", "namespaces.py"):
+        copy = area / name
+        shutil.copyfile(Path(confine.__file__).with_name(name), copy)
+        copy.chmod(0o644)
+    return area / "supervisor.py"
+
+
+SUPERVISOR = _readable_supervisor()
 USER = "agtest"
 READ = 1 | 4 | 8  # execute, read files, list directories
 WRITE = ((1 << 16) - 1) & ~((1 << 6) | (1 << 11) | (1 << 15))
