@@ -44,7 +44,7 @@ typecheck: venv
 	@$(BIN)/mypy --strict antigravity_sdk
 
 unit: harness
-	@echo "==> unit: pytest (about 8 minutes)"
+	@echo "==> unit: pytest (about 16 minutes)"
 	@$(BIN)/python -m pytest -q -rs
 
 test: lint typecheck unit
