@@ -38,6 +38,7 @@ pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or confine.landlock_abi() < 6, reason="needs Landlock ABI >= 6"
 )
 
+
 def _readable_supervisor() -> Path:
     """The supervisor and the standard-library modules it loads beside it, copied where an
     ordinary user can read them (a checkout may sit in a directory only root can enter,
