@@ -136,6 +136,16 @@ def _read(path: Path) -> bytes:
     return data
 
 
+def _write_new(path: Path, key: bytes, flags: int) -> None:
+    """Create `path` (`flags` hold O_EXCL) with `key`, on disk before it returns."""
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _publish(path: Path, key: bytes) -> None:
     """Write `key` to a new file beside `path` (O_EXCL, 0600), then link it in place: the
     key appears whole or not at all, and of two processes making it at once, the first
@@ -143,23 +153,13 @@ def _publish(path: Path, key: bytes) -> None:
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        fd = os.open(temp, flags, 0o600)
-        try:
-            os.write(fd, key)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_new(temp, key, flags)
         try:
             os.link(temp, path)
         except FileExistsError:
             pass  # made meanwhile by another process: that one is the key
         except OSError:  # no hard links here: create in place, exclusively
-            fd = os.open(path, flags, 0o600)
-            try:
-                os.write(fd, key)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_new(path, key, flags)
     except FileExistsError:
         pass
     except OSError as exc:
