@@ -290,11 +290,13 @@ class Session:
         """Close the connection (ending a spawned harness) and the agent's way out, then
         stop the model started."""
         conn, self.conn = self.conn, None
-        if conn is not None:
-            await conn.close()
         egress, self.egress = self.egress, None
-        if egress is not None:
-            await egress.aclose()
+        try:
+            if conn is not None:
+                await conn.close()
+        finally:
+            if egress is not None:
+                await egress.aclose()
         model, self.owned_model = self.owned_model, None
         if model is not None:
             await model.stop()
