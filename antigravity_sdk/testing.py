@@ -451,6 +451,7 @@ class ScriptedModel:
         self._port: int | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._in_script: set[asyncio.Task[Any]] = set()  # awaiting a script function
         self._ids = itertools.count(1)
 
     # ---- script management
@@ -520,6 +521,10 @@ class ScriptedModel:
         # finish normally; cancelling is only the fallback for a stuck script function.
         for writer in list(self._writers):
             writer.close()
+        # A script function still working on a request (waiting on a test's event, say)
+        # answers a connection now closed: it is cancelled at once, not waited for.
+        for task in list(self._in_script):
+            task.cancel()
         tasks = list(self._conn_tasks)
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=_STOP_TIMEOUT)
@@ -690,7 +695,13 @@ class ScriptedModel:
             rec = RecordedRequest("", {}, body, None)
             result = self._fn(rec.messages, rec.tools)
             if inspect.isawaitable(result):
-                result = await result
+                task = asyncio.current_task()
+                assert task is not None  # a connection's handler
+                self._in_script.add(task)
+                try:
+                    result = await result
+                finally:
+                    self._in_script.discard(task)
             return self._check_reply(result)
         if self._queue:
             return self._queue.pop(0)

@@ -1436,3 +1436,35 @@ def test_max_connections_must_be_a_positive_int(cap: Any) -> None:
         EgressProxy([], max_connections=cap)
     with pytest.raises(ConfigurationError, match="max_connections"):
         ReverseProxy("http://x", max_connections=cap)
+
+
+async def test_closing_the_agents_egress_closes_the_spliced_connections_too() -> None:
+    """A connection still open through a splice (a model request in flight when the agent
+    stops) is closed with it, both ends: neither waits for the other to hang up."""
+    from types import SimpleNamespace
+
+    from antigravity_sdk.agent._outside import Egress
+
+    accepted: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+
+    async def on_upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await accepted.put((reader, writer))
+
+    upstream = await asyncio.start_server(on_upstream, "127.0.0.1", 0)
+    port = upstream.sockets[0].getsockname()[1]
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    contained = SimpleNamespace(proxy_port=0, upstreams=[], forwarded=[port])
+    egress = Egress(lambda refusal: None)
+    await egress.start(contained, {port: listener})  # type: ignore[arg-type]
+    reader, writer = await asyncio.open_connection(*listener.getsockname())
+    writer.write(b"ping")
+    up_reader, up_writer = await asyncio.wait_for(accepted.get(), 10)
+    assert await asyncio.wait_for(up_reader.readexactly(4), 10) == b"ping"
+    await egress.aclose()
+    assert await asyncio.wait_for(reader.read(), 10) == b""  # the agent's end
+    assert await asyncio.wait_for(up_reader.read(), 10) == b""  # the upstream's
+    writer.close()
+    up_writer.close()
+    upstream.close()

@@ -343,6 +343,40 @@ async def test_stop_is_bounded_with_idle_keep_alive_connection() -> None:
     await model.stop()  # idempotent
 
 
+async def test_stop_cancels_a_script_function_still_answering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A script waiting on something that never comes (a test's event) answers a
+    connection stop() closes: it is cancelled, and stop() does not wait for it."""
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    monkeypatch.setattr(testing, "_STOP_TIMEOUT", 60.0)  # the fallback cancel comes too late
+    model = ScriptedModel(script)
+    await model.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", model.port)
+    body = json.dumps(chat()).encode()
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+    await asyncio.wait_for(entered.wait(), 10)
+    stopping = asyncio.create_task(model.stop())
+    await asyncio.wait_for(cancelled.wait(), 10)
+    await asyncio.wait_for(stopping, 10)
+    assert await asyncio.wait_for(reader.read(), 2) == b""
+    writer.close()
+
+
 async def test_base_url_and_lifecycle() -> None:
     model = ScriptedModel()
     with pytest.raises(RuntimeError):

@@ -67,6 +67,7 @@ class Egress:
         self._on_refusal = on_refusal
         self._proxies: list[EgressProxy | ReverseProxy] = []
         self._splices: list[asyncio.Server] = []
+        self._open: set[_Downstream] = set()  # spliced connections, closed with the splices
 
     async def start(
         self, contained: ContainmentInForce, listeners: Mapping[int, socket.socket]
@@ -100,7 +101,7 @@ class Egress:
             self._proxies.append(server)
             await server.serve(sock)
         for address, endpoint, sock in splices:
-            factory = functools.partial(_Downstream, address, endpoint)
+            factory = functools.partial(_Downstream, address, endpoint, self._open)
             self._splices.append(await loop.create_server(factory, sock=sock))
 
     def _refused(self, refusal: Refusal) -> None:
@@ -121,6 +122,12 @@ class Egress:
         splices, self._splices = self._splices, []
         for splice in splices:
             splice.close()
+        # Since Python 3.12 a server's wait_closed() also waits for its connections: close
+        # them (a model request still in flight when the agent stops, say) rather than
+        # wait for them.
+        for downstream in list(self._open):
+            downstream.close()
+        for splice in splices:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(splice.wait_closed(), 1.0)
 
@@ -178,13 +185,15 @@ class _Downstream(_Pipe):
     (bounded), then the two ends are spliced. An `endpoint` (HTTP) that cannot be reached
     is answered with a 502 naming it and why, as a reverse proxy does."""
 
-    def __init__(self, address: tuple[str, int], endpoint: str) -> None:
+    def __init__(self, address: tuple[str, int], endpoint: str, live: set[_Downstream]) -> None:
         super().__init__()
         self.address = address
         self.endpoint = endpoint
+        self.live = live
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        self.live.add(self)
         self.transport.pause_reading()  # type: ignore[union-attr]
         self.opening = asyncio.ensure_future(self._open())  # held: a task is kept weakly
 
@@ -210,3 +219,14 @@ class _Downstream(_Pipe):
             up.transport.write(bytes(self.early))
             self.early.clear()
         self.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.live.discard(self)
+        super().connection_lost(exc)
+
+    def close(self) -> None:
+        """Both ends, now (the upstream not yet connected is given up)."""
+        self.opening.cancel()
+        for end in (self, self.peer):
+            if end is not None and end.transport is not None:
+                end.transport.close()
