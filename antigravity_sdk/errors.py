@@ -2,6 +2,7 @@
 
     AntigravityError
     ├── ConfigurationError (also ValueError)   build() or start() refuses the settings
+    │   ├── ConfigurationTypeError (also TypeError)  a setting of the wrong type
     │   ├── PolicyError (also ValueError)      an invalid policy set or policy file
     │   ├── ModelNotConfiguredError            no usable model (name, endpoint or key missing)
     │   ├── ConversationNotFoundError          resume(): no such conversation is saved
@@ -41,6 +42,7 @@ __all__ = [
     "AgentStateError",
     "AntigravityError",
     "ConfigurationError",
+    "ConfigurationTypeError",
     "ContainmentError",
     "ConversationNotFoundError",
     "HarnessConnectionError",
@@ -67,6 +69,12 @@ class AntigravityError(Exception):
 
 class ConfigurationError(AntigravityError, ValueError):
     """An agent configuration the SDK refuses at `build()`, saying what to change."""
+
+
+class ConfigurationTypeError(ConfigurationError, TypeError):
+    """A setting of the wrong type (a builder method given something else than it takes):
+    the same mistake raises the same error in every setter, and both `except
+    ConfigurationError` and `except TypeError` catch it."""
 
 
 class AgentStateError(AntigravityError, RuntimeError):

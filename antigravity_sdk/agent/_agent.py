@@ -1,10 +1,10 @@
-"""`Agent`: a governed conversation with the harness, and what users call on it.
+"""`Agent`: the facade users hold. It builds, starts and delegates.
 
-The agent holds what outlives a session (its settings, compiled policies, host-side
-tools, hooks, audit log, and the public record of the conversation: `conversation_id`,
-`history`, `turn_count`, `last_stop_reason`) and hands the rest to its collaborators:
-`Session` for start and stop, `_turn.run` for each turn, `_answers` for every request
-the harness makes.
+The agent keeps what outlives a session (its settings, compiled policies, host-side
+tools, hooks, audit log) and makes a `Session` at each `start()`, which owns everything
+about the live conversation: its state, its record (`conversation_id`, `history`,
+`turn_count`, `last_stop_reason`, the containment in force, the hook runner), the
+connection, and each turn. The last session stays readable after `stop()`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,18 +22,16 @@ from ..errors import (
     AgentStateError,
     AntigravityError,
     ConfigurationError,
-    HarnessConnectionError,
     PromptError,
-    TurnCancelledError,
     TurnDeniedError,
 )
 from ..harness.effects import Chunk, TurnEnded
 from ..hooks import Hook, HookRunner
 from ..media import Document, Prompt, PromptPart, prompt_parts
 from ..types import ChatResponse, Step, StopReason, StreamChunk, UsageMetadata
-from . import _turn
 from ._builder import AgentBuilder
-from ._session import Session, not_found
+from ._lifecycle import SessionState
+from ._session import Session, SessionDeps, abandon, not_found
 from ._settings import Settings
 
 if TYPE_CHECKING:
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["Agent"]
 
 _trigger_logger = logging.getLogger("antigravity_sdk.triggers")
-logger = logging.getLogger("antigravity_sdk.containment")
 
 
 class Agent:
@@ -60,12 +58,9 @@ class Agent:
         self._settings = settings
         self.policy_enforcer = enforcer
         self._hooks: list[Hook] = list(settings.governance.hooks)
-        self.hook_runner: HookRunner | None = None
-        self.conversation_id = ""
-        self.history: list[Step] = []
-        self.turn_count = 0
         self._tools = tools
-        self._session = Session()  # a new one at each start; the last one stays readable
+        self._session: Session | None = None  # a new one at each start; the last stays
+        self._finalizer: weakref.finalize[..., Agent] | None = None
         self._turn_lock = asyncio.Lock()
         self._output_guard: OutputGuard | None = None
         if settings.prompt.output_type is not None:
@@ -74,39 +69,76 @@ class Agent:
             self._output_guard = OutputGuard(settings.prompt.output_type)
         # The harness drops documents on their way to an OpenAI-compatible endpoint.
         self._documents_reach_model = not settings.model.served
-        self._started = False
-        self.last_stop_reason: StopReason | None = None
-        """Why the last turn ended (also for `stream()` and a turn that raised)."""
         audit = settings.governance.audit
-        self._audit = audit.copy() if audit is not None else None
-        self._containment: ContainmentInForce | None = None
+        self._audit = audit.copy() if audit is not None else None  # this agent's own
 
     @staticmethod
     def builder() -> AgentBuilder:
         return AgentBuilder()
 
+    # -- what the session knows ---------------------------------------------------------
+
     @property
     def started(self) -> bool:
-        return self._started
+        session = self._session
+        return session is not None and session.state is not SessionState.CLOSED
+
+    @property
+    def state(self) -> SessionState | None:
+        """Where the conversation is in its life (`SessionState`); None before the first
+        `start()`. After `stop()` it is `CLOSED`."""
+        return self._session.state if self._session is not None else None
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation's id, from `start()` on ("" before)."""
+        return self._session.conversation_id if self._session is not None else ""
+
+    @property
+    def history(self) -> list[Step]:
+        """The conversation's steps: a resumed conversation's earlier ones, then each
+        turn's."""
+        return self._session.history if self._session is not None else []
+
+    @property
+    def turn_count(self) -> int:
+        """How many turns completed in this session."""
+        return self._session.turn_count if self._session is not None else 0
+
+    @property
+    def last_stop_reason(self) -> StopReason | None:
+        """Why the last turn ended (also for `stream()` and a turn that raised)."""
+        return self._session.last_stop_reason if self._session is not None else None
+
+    @property
+    def hook_runner(self) -> HookRunner | None:
+        """The hooks of the running session (the user's, then the `PolicyEnforcer`), from
+        `start()` on."""
+        return self._session.hook_runner if self._session is not None else None
+
+    @hook_runner.setter
+    def hook_runner(self, runner: HookRunner) -> None:
+        if self._session is None:
+            raise AgentStateError("the hook runner is made at start(); register hooks instead")
+        self._session.hook_runner = runner
 
     @property
     def usage(self) -> UsageMetadata:
         """What the conversation has cost so far, all turns and trajectories (a resumed
         conversation's earlier turns included)."""
-        core = self._session.core
-        return core.usage if core is not None else UsageMetadata()
+        return self._session.usage if self._session is not None else UsageMetadata()
 
     @property
     def usage_by_trajectory(self) -> dict[str, UsageMetadata]:
         """`usage` by trajectory id: the conversation's id, and each subagent's."""
-        core = self._session.core
-        return core.usage_by_trajectory if core is not None else {}
+        return self._session.usage_by_trajectory if self._session is not None else {}
 
     @property
     def harness_pid(self) -> int | None:
         """The process id of the harness this agent spawned, from `start()` to `stop()`;
         None for a remote harness (`RemoteConnection`) or an agent that is not started."""
-        pid = getattr(self._session.conn, "pid", None)
+        conn = self._session.conn if self._session is not None else None
+        pid = getattr(conn, "pid", None)
         return pid if isinstance(pid, int) else None
 
     @property
@@ -114,11 +146,11 @@ class Agent:
         """The containment the harness runs in, from `start()` on (it stays readable
         after `stop()`); None before the first start and when the agent is uncontained
         (switched off, or unavailable here: `build()` warned)."""
-        return self._containment
+        return self._session.containment if self._session is not None else None
 
     def register_hook(self, hook: Hook) -> None:
         """Add a hook (before the PolicyEnforcer); only before `start()`."""
-        if self._started:
+        if self.started:
             raise AgentStateError("register hooks before the agent starts")
         self._hooks.append(hook)
 
@@ -133,23 +165,31 @@ class Agent:
 
     async def start(self) -> None:
         """Spawn (or connect to) the harness, configure the session, run session_start."""
-        if self._started:
+        if self.started:
             raise AgentStateError("the agent is already started")
         save_dir = (self._settings.storage.save_dir or default_save_dir()).resolve()
         self._check_resumable(save_dir)
-        if self._audit is not None:
-            self._audit.open(self.policy_enforcer.fingerprint)
-        self._started = True
-        self.conversation_id = ""
-        self.history = []
-        self.turn_count = 0
-        self.last_stop_reason = None
-        self._session = Session()
+        deps = SessionDeps(
+            settings=self._settings,
+            enforcer=self.policy_enforcer,
+            tools=self._tools,
+            hooks=tuple(self._hooks),
+            audit=self._audit,
+            output=self._output_guard,
+        )
+        session = self._session = Session(deps)
         try:
-            await self._session.open(self, save_dir)
+            await session.open(save_dir, self._trigger_send)
         except BaseException:
-            await self._shutdown()
+            await self._shutdown(session)
             raise
+        if session.conn is not None:
+            # Nothing the event loop holds refers to the agent (the connection holds the
+            # session weakly), so an agent dropped without stop() is collected, and this
+            # ends its harness.
+            self._finalizer = weakref.finalize(
+                self, abandon, asyncio.get_running_loop(), session.conn, session.owned_model
+            )
 
     def _check_resumable(self, save_dir: Path) -> None:
         """Before anything starts: a conversation to resume must be saved. Only a harness
@@ -162,46 +202,22 @@ class Agent:
 
     async def stop(self) -> None:
         """End the session (bounded: at most a few seconds even if the harness ignores it)."""
-        if not self._started:
+        session = self._session
+        if session is None or session.state is SessionState.CLOSED:
             return
         try:
-            await self._session.end(self.hook_runner)
+            await session.end()
         finally:
-            await self._shutdown()
+            await self._shutdown(session)
 
-    async def _shutdown(self) -> None:
-        session = self._session
+    async def _shutdown(self, session: Session) -> None:
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
         try:
             await session.wind_down()
         finally:
             await session.close()
-            if self._audit is not None:
-                self._audit.close()
-            if self._containment is not None:
-                self._containment.remove_tmp_dir()
-                for planted in self._containment.planted():
-                    logger.warning(
-                        "containment: the agent made %s, which is protected but did not exist "
-                        "when it started (a read-only mount needs something to hold): check it "
-                        "before git, an editor or a shell runs it",
-                        planted,
-                    )
-            self._started = False
-
-    def _fail(self, exc: BaseException) -> None:
-        """The session is over: `exc` is what every call waiting on it, or made later, raises."""
-        if (
-            isinstance(exc, HarnessConnectionError)
-            and self.conversation_id
-            and self._settings.process.connection is None
-        ):
-            # The harness ends its session after a failed turn (a model error, say); the
-            # conversation is saved, so say how to go on.
-            exc.add_note(
-                f"the conversation is saved: an agent built with "
-                f".resume({self.conversation_id!r}) over the same save_dir continues it"
-            )
-        self._session.fail(exc)
 
     # -- turns --------------------------------------------------------------------------
 
@@ -219,17 +235,18 @@ class Agent:
         """
         parts = self._prompt_parts(prompt)
         self._check_output_type(output_type)
-        turn = _turn.run(self, parts, streaming=False)
+        session = self._live_session()
+        turn = session.run_turn(parts, streaming=False)
         output = self._output_guard
         async with self._turn_lock, contextlib.aclosing(turn):
             if output is not None:
                 output.begin_turn()
             async for item in turn:
                 if isinstance(item, TurnEnded):
-                    response = _turn.finish(self, item)
+                    response = session.finish(item)
                     if output is not None:
                         response.output = output.structured_output(
-                            response, self.conversation_id, required=output_type is not None
+                            response, session.conversation_id, required=output_type is not None
                         )
                     return response
         raise AssertionError("unreachable: a turn always ends with TurnEnded")
@@ -261,15 +278,16 @@ class Agent:
         `prompt` is checked as for `chat()`.
         """
         parts = self._prompt_parts(prompt)
-        turn = _turn.run(self, parts, streaming=True)
+        session = self._live_session()
+        turn = session.run_turn(parts, streaming=True)
         async with self._turn_lock, contextlib.aclosing(turn):
             async for item in turn:
                 if isinstance(item, Chunk):
                     chunk = item.chunk
-                    if subagents or chunk.trajectory_id == self.conversation_id:
+                    if subagents or chunk.trajectory_id == session.conversation_id:
                         yield chunk
                 elif isinstance(item, TurnEnded):
-                    _turn.finish(self, item)
+                    session.finish(item)
 
     def _prompt_parts(self, prompt: object) -> tuple[PromptPart, ...]:
         """The checked parts; a document only for a model that receives documents."""
@@ -287,11 +305,14 @@ class Agent:
         `TurnCancelledError`, requests still pending are answered fail-closed, and the
         harness halts the turn. The session stays usable: the next turn starts once the
         harness confirms. Returns whether a turn was running."""
-        turn = self._session.turn
-        if turn is None:
-            return False
-        turn.put(TurnCancelledError("the turn was cancelled (Agent.cancel())"))
-        return True
+        session = self._session
+        return session is not None and session.cancel()
+
+    def _live_session(self) -> Session:
+        session = self._session
+        if session is None or not self.started:
+            raise AgentStateError("start the agent first (async with agent: ...)")
+        return session
 
     async def _trigger_send(self, text: str) -> None:
         """A trigger's message as a turn. A denied or failed turn is logged and the trigger
@@ -300,7 +321,7 @@ class Agent:
         try:
             await self.chat(text)
         except (AntigravityError, TimeoutError) as exc:
-            if self._session.failure is not None:
+            if self._session is not None and self._session.failure is not None:
                 raise
             what = "was denied" if isinstance(exc, TurnDeniedError) else "failed"
             _trigger_logger.warning("a trigger's turn %s: %s", what, exc)

@@ -17,13 +17,13 @@ from .. import instructions, policy
 from ..containment import Containment
 from ..context import ToolContext
 from ..conversations import check_conversation_id
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ConfigurationTypeError
 from ..harness.catalog import RESERVED_TOOL_NAMES
 from ..hooks import Hook, overridden_events
 from ..instructions import BuiltinSection
 from ..models import GeminiOptions, ServiceTier, ThinkingLevel, VertexAI
-from ..policy._rules import _is_duration
 from ..skills import Skill, check_skill_dir, check_skills
+from ..timeouts import Timeouts
 from ..types import Budget, CapabilitiesConfig, McpServer, RetryPolicy, ToolOutputLimit
 from ._checks import (
     UNGOVERNED_ROUTES,
@@ -38,7 +38,7 @@ from ._settings import ServedModel, Settings
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ..audit import Redactor
+    from ..audit import AuditLog, Redactor
     from ..harness.connection import Connection
     from ..policy._engine import PolicyLike
     from ..triggers import Trigger
@@ -141,7 +141,7 @@ class AgentBuilder:
     def skills_paths(self, paths: Iterable[str | os.PathLike[str]]) -> AgentBuilder:
         """Directories of skills (each skill a sub-directory with a `SKILL.md`)."""
         if isinstance(paths, str | os.PathLike):
-            raise TypeError("skills_paths() takes a list of paths, not one path")
+            raise ConfigurationTypeError("skills_paths() takes a list of paths, not one path")
         added = (check_skill_dir(Path(path).expanduser().resolve()) for path in paths)
         return self._set("prompt", skills_paths=(*self._settings.prompt.skills_paths, *added))
 
@@ -173,14 +173,14 @@ class AgentBuilder:
         """Limits on model calls, tool calls and tokens for the whole conversation; past
         one the harness ends the turn (`ChatResponse.stop_reason` says which)."""
         if not isinstance(budget, Budget):
-            raise TypeError(f"budget() takes a Budget, got {type(budget).__name__}")
+            raise ConfigurationTypeError(f"budget() takes a Budget, got {type(budget).__name__}")
         return self._set("limits", budget=budget)
 
     def retry_policy(self, policy: RetryPolicy | None) -> AgentBuilder:
         """How the harness retries failed model calls (default `RetryPolicy()`: bounded,
         about 7 s); None leaves it to the harness, which retries for many minutes."""
         if policy is not None and not isinstance(policy, RetryPolicy):
-            raise TypeError(
+            raise ConfigurationTypeError(
                 f"retry_policy() takes a RetryPolicy or None, got {type(policy).__name__}"
             )
         return self._set("limits", retry=policy)
@@ -188,7 +188,7 @@ class AgentBuilder:
     def tool_output_limit(self, limit: ToolOutputLimit | None) -> AgentBuilder:
         """Bound what one tool's output may cost the model (truncate it, or an error)."""
         if limit is not None and not isinstance(limit, ToolOutputLimit):
-            raise TypeError(
+            raise ConfigurationTypeError(
                 f"tool_output_limit() takes a ToolOutputLimit or None, got {type(limit).__name__}"
             )
         return self._set("limits", tool_output=limit)
@@ -253,7 +253,7 @@ class AgentBuilder:
         conversation starts under that id. The earlier steps are in `agent.history`; this
         agent's own hooks and policies govern everything from here on."""
         if not isinstance(create, bool):
-            raise TypeError(f"create must be a bool, got {type(create).__name__}")
+            raise ConfigurationTypeError(f"create must be a bool, got {type(create).__name__}")
         resume = check_conversation_id(conversation_id)
         return self._set("storage", resume=resume, create_if_missing=create)
 
@@ -292,18 +292,44 @@ class AgentBuilder:
         ungoverned = self._settings.governance.ungoverned | frozenset(routes)
         return self._set("governance", ungoverned=ungoverned)
 
+    def timeouts(self, timeouts: Timeouts) -> AgentBuilder:
+        """Every bound the agent puts on a wait, in one value (`antigravity_sdk.Timeouts`:
+        start-up, each turn, each hook call, the session hooks, the session's end, a
+        halted turn's end)."""
+        if not isinstance(timeouts, Timeouts):
+            raise ConfigurationTypeError(
+                f"timeouts() takes a Timeouts, got {type(timeouts).__name__}"
+            )
+        return self._set("limits", timeouts=timeouts)
+
+    def _timeout(self, setter: str, **bound: Any) -> AgentBuilder:
+        """One field of `Timeouts` changed, checked as `Timeouts` checks it; the error
+        names the setter the user called."""
+        try:
+            timeouts = replace(self._settings.limits.timeouts, **bound)
+        except ConfigurationError as exc:
+            (value,) = bound.values()
+            none = " or None" if "hook" in bound else ""
+            raise ConfigurationError(
+                f"{setter} must be a positive, finite number of seconds{none}, got {value!r}"
+            ) from exc
+        return self._set("limits", timeouts=timeouts)
+
     def hook_timeout(self, seconds: float | None) -> AgentBuilder:
         """Bound each hook call; a hook that exceeds it counts as failing (fail-closed).
-        Policy predicates get the same bound (see `policy.enforce`)."""
-        if seconds is not None and not _is_duration(seconds):
-            raise ConfigurationError(
-                f"hook_timeout must be a positive, finite number, got {seconds!r}"
-            )
-        return self._set("limits", hook_timeout=seconds)
+        Policy predicates get the same bound (see `policy.enforce`). None: unbounded."""
+        return self._timeout("hook_timeout", hook=seconds)
 
     def turn_timeout(self, seconds: float) -> AgentBuilder:
-        """Bound each turn (default 600 s); past it the turn is halted and TimeoutError raised."""
-        return self._set("limits", turn_timeout=seconds)
+        """Bound each turn (default 600 s); past it the turn is halted and
+        `TurnTimeoutError` raised."""
+        return self._timeout("turn_timeout", turn=seconds)
+
+    def startup_timeout(self, seconds: float) -> AgentBuilder:
+        """Bound the start (default 30 s): the harness's spawn and handshake, then the
+        conversation being ready, each; past it `start()` raises
+        `HarnessConnectionError` with the harness's last stderr lines."""
+        return self._timeout("startup_timeout", startup=seconds)
 
     def tracing(self, tracer_provider: Any = None, *, agent_name: str = "") -> AgentBuilder:
         """Trace with OpenTelemetry: a span per turn, tool call, hook call and policy
@@ -318,7 +344,7 @@ class AgentBuilder:
 
     def audit_log(
         self,
-        path: str | os.PathLike[str] | None,
+        path: str | os.PathLike[str] | AuditLog | None,
         *,
         redact: Redactor | None = None,
         fsync: bool = False,
@@ -327,9 +353,17 @@ class AgentBuilder:
         turns it off. `redact(args) -> args` filters the arguments first (if it fails,
         the line says so instead of holding them); `fsync` syncs each line to disk. The
         file is opened at `start()` (an unusable path is a `ConfigurationError` then).
+        An `AuditLog` made by hand (its own key, `sink` or `fields`: the fleet's table,
+        say) is taken as it is, with `redact` and `fsync` left unset.
         See `antigravity_sdk.audit` for the format and its guarantees."""
         from ..audit import AuditLog
 
+        if isinstance(path, AuditLog):
+            if redact is not None or fsync:
+                raise ConfigurationError(
+                    "audit_log(AuditLog(...)): give redact and fsync to the AuditLog itself"
+                )
+            return self._set("governance", audit=path)
         audit = None if path is None else AuditLog(path, redact=redact, fsync=fsync)
         return self._set("governance", audit=audit)
 
@@ -341,7 +375,7 @@ class AgentBuilder:
         `Containment(required=True)` refuses to build where it cannot apply; None
         switches it off (with a warning). See `antigravity_sdk.containment`."""
         if containment is not None and not isinstance(containment, Containment):
-            raise ConfigurationError(
+            raise ConfigurationTypeError(
                 f"containment() takes a Containment or None, got {type(containment).__name__}"
             )
         return self._set("process", containment=containment)
@@ -378,7 +412,7 @@ class AgentBuilder:
             policies,
             mcp_servers=governance.mcp_servers or governance.declared_servers or None,
             tools=tools.tools,
-            timeout=settings.limits.hook_timeout,
+            timeout=settings.limits.timeouts.hook,
         )
         if governance.audit is not None:
             enforcer.note_decisions()  # the audit log records the rule behind each verdict

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from ..containment import Containment
+from ..timeouts import Timeouts
 from ..types import Budget, CapabilitiesConfig, McpServer, RetryPolicy, ToolOutputLimit
 
 if TYPE_CHECKING:
@@ -98,9 +99,7 @@ class LimitsGroup:
     budget: Budget | None = None
     retry: RetryPolicy | None = field(default_factory=RetryPolicy)
     tool_output: ToolOutputLimit | None = None
-    hook_timeout: float | None = None
-    turn_timeout: float = 600.0
-    startup_timeout: float = 30.0
+    timeouts: Timeouts = field(default_factory=Timeouts)
 
 
 @dataclass(frozen=True)

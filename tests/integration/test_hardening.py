@@ -21,6 +21,9 @@ from antigravity_sdk import (
     policy,
 )
 from antigravity_sdk.testing import text, tool_call
+from antigravity_sdk.timeouts import (
+    Timeouts,
+)
 
 from .conftest import AgentFactory, Workspace, tool_messages
 
@@ -151,13 +154,12 @@ class HangingSessionHooks(Hook):
         await asyncio.Event().wait()
 
 
-async def test_hanging_session_hooks_do_not_hang_start_or_stop(
-    make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from antigravity_sdk.agent import _session
-
-    monkeypatch.setattr(_session, "_SESSION_HOOKS_TIMEOUT", 0.5)
-    agent, _ = make_agent(["still works"], hooks=[HangingSessionHooks()])
+async def test_hanging_session_hooks_do_not_hang_start_or_stop(make_agent: AgentFactory) -> None:
+    agent, _ = make_agent(
+        ["still works"],
+        hooks=[HangingSessionHooks()],
+        configure=lambda b: b.timeouts(Timeouts(session_hooks=0.5, turn=30)),
+    )
     async with asyncio.timeout(8):  # without the bound, start() would never return
         async with agent:
             assert (await agent.chat("hi")).text == "still works"
