@@ -27,9 +27,9 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
+from ._plain_json import json_args
 from .context import HookContext, _current, noting
 from .errors import ConfigurationError, ToolExecutionError
-from .harness.rewrite import json_args
 from .types import (
     AskQuestionEntry,
     ChatResponse,
@@ -340,7 +340,7 @@ class HookRunner:
                     result = _decide_failed(name, "pre_tool_call", exc)
                     break
                 except asyncio.CancelledError as exc:  # free unless raised
-                    if _cancelling():
+                    if being_cancelled():
                         raise
                     result = _decide_failed(name, "pre_tool_call", exc)
                     break
@@ -395,7 +395,7 @@ class HookRunner:
             except Exception as exc:
                 result = _decide_failed(name, "pre_tool_call", exc)
             except asyncio.CancelledError as exc:
-                if _cancelling():
+                if being_cancelled():
                     raise
                 result = _decide_failed(name, "pre_tool_call", exc)
             if result is _ALLOWED:
@@ -432,7 +432,7 @@ class HookRunner:
                 except Exception as exc:
                     _inspect_failed(name, "post_tool_call", exc)
                 except asyncio.CancelledError as exc:
-                    if _cancelling():
+                    if being_cancelled():
                         raise
                     _inspect_failed(name, "post_tool_call", exc)
         finally:
@@ -457,7 +457,7 @@ class HookRunner:
                     if result.args is not None:
                         raise TypeError("returned rewritten args (only pre_tool_call rewrites)")
                 except (Exception, asyncio.CancelledError) as exc:
-                    if not isinstance(exc, Exception) and _cancelling():
+                    if not isinstance(exc, Exception) and being_cancelled():
                         raise
                     logger.error("hook %s.on_tool_error failed: %s", name, _describe(exc))
                     return HookResult(
@@ -488,7 +488,7 @@ class HookRunner:
                             f"returned {type(answer).__name__}, not a QuestionHookResult"
                         )
                 except (Exception, asyncio.CancelledError) as exc:
-                    if not isinstance(exc, Exception) and _cancelling():
+                    if not isinstance(exc, Exception) and being_cancelled():
                         raise
                     logger.error("hook %s.on_interaction failed: %s", name, _describe(exc))
                     return QuestionHookResult(responses=[], cancelled=True)
@@ -540,7 +540,7 @@ class HookRunner:
                 except Exception as exc:
                     return _decide_failed(name, event, exc)
                 except asyncio.CancelledError as exc:
-                    if _cancelling():
+                    if being_cancelled():
                         raise
                     return _decide_failed(name, event, exc)
                 if result is _ALLOWED:
@@ -573,7 +573,7 @@ class HookRunner:
                 except Exception as exc:
                     _inspect_failed(name, event, exc)
                 except asyncio.CancelledError as exc:
-                    if _cancelling():
+                    if being_cancelled():
                         raise
                     _inspect_failed(name, event, exc)
         finally:
@@ -584,9 +584,11 @@ def _new_child(_item: object, parent: HookContext) -> HookContext:
     return parent.child()
 
 
-def _cancelling() -> bool:
+def being_cancelled() -> bool:
     """Whether the running task is being cancelled: then a CancelledError is its own,
-    not a hook's failure, and must propagate."""
+    not a hook's failure, and must propagate. Public (outside `__all__`, as
+    `overridden_events`) because the policy engine tells a predicate's or a handler's
+    failure from its own cancellation by the same test."""
     task = asyncio.current_task()
     return task is None or task.cancelling() > 0
 

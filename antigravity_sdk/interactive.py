@@ -26,7 +26,7 @@ from typing import Final
 from .harness.catalog import TOOLS, shown_args
 from .types import ToolCall
 
-__all__ = ["confirm_in_terminal"]
+__all__ = ["confirm_in_terminal", "describe_call", "escape_for_terminal"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,10 @@ def _escape(char: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-def _printable(text: str) -> str:
-    """`text` on one line, every character that could drive the terminal escaped."""
+def escape_for_terminal(text: str) -> str:
+    """`text` on one line, every character that could drive the terminal escaped. Public
+    so that anything else showing the model's text on a terminal (the CLI's report)
+    escapes it by the same rules as the y/N question."""
     out = []
     marks = 0
     for char in text:
@@ -79,7 +81,7 @@ def _rows(lines: list[str], first: str, then: str, width: int) -> list[str]:
     step = max(_MIN_WIDTH, width - 6)
     rows = []
     for n, line in enumerate(lines):
-        shown = _printable(line)
+        shown = escape_for_terminal(line)
         rows.append(f"    {first if n == 0 else then} {shown[:step]}")
         rows.extend(f"      {shown[i : i + step]}" for i in range(step, len(shown), step))
     return rows
@@ -90,15 +92,16 @@ _COMMAND, _CWD = "CommandLine", "Cwd"
 assert {_COMMAND, _CWD} <= set(TOOLS[_SHELL].args)
 
 
-def _describe(call: ToolCall, width: int = 80) -> str:
+def describe_call(call: ToolCall, width: int = 80) -> str:
     """The call as the prompt shows it: a shell command line by line, then every other
     argument the harness acts on (`RunPersistent`, `RequestedTerminalID`, ...), one per
     line; any other call as all its arguments. Only the model's captions of the call
-    (`toolAction`, `toolSummary`), which nothing acts on, are left out."""
+    (`toolAction`, `toolSummary`), which nothing acts on, are left out. Public so that
+    another ask handler (the interactive chat's) shows a call exactly as this one does."""
     args = shown_args(call.name, call.server_name, call.args)
     if call.name == _SHELL and not call.server_name and _COMMAND in args:
         command = str(args.pop(_COMMAND))
-        where = f" (in {_printable(str(args.pop(_CWD)))})" if _CWD in args else ""
+        where = f" (in {escape_for_terminal(str(args.pop(_CWD)))})" if _CWD in args else ""
         lines = command.split("\n")
         rows = _rows(lines, "$", ">", width)
         size = ""
@@ -110,13 +113,13 @@ def _describe(call: ToolCall, width: int = 80) -> str:
         return f"run_command{where}{size}:\n" + "\n".join(rows)
     body = json.dumps(args, indent=2, default=str, ensure_ascii=False)
     rows = _rows(body.split("\n"), "|", "|", width)
-    return f"{_printable(call.qualified_name)} with arguments:\n" + "\n".join(rows)
+    return f"{escape_for_terminal(call.qualified_name)} with arguments:\n" + "\n".join(rows)
 
 
 def _prompt(call: ToolCall) -> bool:
     width = shutil.get_terminal_size().columns
     with _prompt_lock:
-        sys.stderr.write(f"\nThe agent wants to call {_describe(call, width)}\nAllow? [y/N] ")
+        sys.stderr.write(f"\nThe agent wants to call {describe_call(call, width)}\nAllow? [y/N] ")
         sys.stderr.flush()
         answer = sys.stdin.readline()
     return answer.strip().lower() in ("y", "yes")

@@ -32,8 +32,7 @@ from antigravity_sdk.testing import ScriptedModel, text, tool_call
 pytest.importorskip("dbos", reason="the fleet extra is not installed")
 
 from antigravity_sdk.cli.fleet import read_tasks
-from antigravity_sdk.fleet import AgentSpec, Fleet
-from antigravity_sdk.fleet._store import default_db_url
+from antigravity_sdk.fleet import AgentSpec, Fleet, default_db_url
 
 BOUND = 90  # seconds: generous, for a loaded machine; the waits under test are a few
 ALLOW_ALL = '[[rule]]\ntool = "*"\ndecision = "allow"\n'

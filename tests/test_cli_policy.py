@@ -176,7 +176,7 @@ async def test_confirm_in_terminal_logs_on_its_own_logger(
 
 
 def prompt_rows(call: ToolCall, width: int = 60) -> list[str]:
-    return interactive._describe(call, width).split("\n")
+    return interactive.describe_call(call, width).split("\n")
 
 
 def command_lines(rows: list[str]) -> list[str]:
@@ -246,7 +246,7 @@ def test_every_command_is_shown_whole_and_inert(command: str, cwd: str, width: i
         for char in row:
             assert char == " " or unicodedata.category(char) not in interactive._ESCAPED
     lines = command_lines(rows)
-    assert lines == [interactive._printable(line) for line in command.split("\n")]
+    assert lines == [interactive.escape_for_terminal(line) for line in command.split("\n")]
     if all(" " <= c <= "~" for c in command):  # printable ASCII is shown exactly
         assert lines == command.split("\n")
 
@@ -254,7 +254,7 @@ def test_every_command_is_shown_whole_and_inert(command: str, cwd: str, width: i
 @given(st.dictionaries(st.text(max_size=10), st.text(max_size=100), max_size=4))
 @settings(max_examples=200, deadline=None)
 def test_other_calls_show_every_argument_inert(args: dict[str, str]) -> None:
-    text = interactive._describe(ToolCall(name="t", server_name="db", args=args), 40)
+    text = interactive.describe_call(ToolCall(name="t", server_name="db", args=args), 40)
     rows = text.split("\n")
     assert rows[0] == "db/t with arguments:"
     assert all(row.startswith(("    | ", "      ")) for row in rows[1:])
@@ -377,7 +377,7 @@ def test_a_run_command_prompt_shows_every_argument_but_the_captions(args: dict[s
     assert {row.split(":", 1)[0] for row in extra} == expected
     for row in extra:
         key, shown = row.split(": ", 1)
-        assert shown == interactive._printable(json.dumps(args[key], ensure_ascii=False))
+        assert shown == interactive.escape_for_terminal(json.dumps(args[key], ensure_ascii=False))
 
 
 async def test_the_chat_ask_prompt_shows_every_argument(tmp_path: Path) -> None:

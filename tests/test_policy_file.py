@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from antigravity_sdk import PolicyError, ToolCall, policy
 from antigravity_sdk.interactive import confirm_in_terminal
-from antigravity_sdk.policy import Decision
-from antigravity_sdk.policy._file import _parse_document
+from antigravity_sdk.policy import Decision, parse_document
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "policies.toml"
 
@@ -269,7 +268,7 @@ _VALUES = st.recursive(
 @settings(max_examples=400, deadline=None)
 def test_any_document_loads_or_raises_a_policy_error(data: dict[str, Any]) -> None:
     try:
-        _parse_document("p.toml", data, "/")
+        parse_document("p.toml", data, "/")
     except PolicyError as exc:
         assert str(exc).startswith("p.toml: ")
 

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "policies.toml"
 
 # Every name the package exports: the module's names before it became a package, then
-# the ones added with it (BUCKETS, PolicyFile), then lint's (Finding, lint).
+# the ones added with it (BUCKETS, PolicyFile), then lint's (Finding, lint), then command
+# rules', then what the SDK's own clients (the CLI, the fleet, the agent) use.
 PUBLIC = (
     "AskHandler", "Decision", "Policy", "PolicyDecision", "PolicyEnforcer", "Predicate",
     "TraceEntry", "allow", "allow_all", "allow_mcp", "ask_user", "ask_user_mcp",
@@ -27,6 +28,7 @@ PUBLIC = (
     "BUCKETS", "PolicyFile", "Finding", "lint",
     "CommandPredicate", "ParsedLine", "SimpleCommand", "UnprovableCommand", "allow_commands",
     "ask_commands", "deny_commands", "parse_command_line",
+    "PolicyLike", "is_workspace_check", "parse_document", "why_undecidable", "worst_severity",
 )  # fmt: skip
 
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from ..audit import AuditLog, Redactor
     from ..harness.connection import Connection
-    from ..policy._engine import PolicyLike
+    from ..policy import PolicyLike
     from ..triggers import Trigger
     from ._agent import Agent
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..harness.connection import Connection
     from ..hooks import Hook
     from ..models import GeminiOptions, VertexAI
-    from ..policy._engine import PolicyLike
+    from ..policy import PolicyLike
     from ..skills import Skill
     from ..tracing import Tracing
     from ..triggers import Trigger

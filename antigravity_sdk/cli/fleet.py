@@ -93,8 +93,7 @@ def _open(args: argparse.Namespace, *, must_exist: bool = True, **options: Any) 
     command run in the wrong directory must not answer for a new, empty fleet)."""
     _require_extra()
     from ..errors import ConfigurationError
-    from ..fleet import Fleet
-    from ..fleet._store import default_db_url, sqlite_path
+    from ..fleet import Fleet, default_db_url, sqlite_path
 
     url = args.db or os.environ.get(DB_ENV) or default_db_url()
     path = sqlite_path(url)
@@ -161,7 +160,7 @@ def read_tasks(path: str | os.PathLike[str]) -> list[TaskLine]:
     relative to the file's directory."""
     from ..conversations import check_conversation_id
     from ..errors import ConfigurationError
-    from ..fleet._fleet import _check_id
+    from ..fleet import check_id
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -196,7 +195,7 @@ def read_tasks(path: str | os.PathLike[str]) -> list[TaskLine]:
             if not folder.is_dir():
                 raise ConfigurationError(f"workspace {folder} is not a directory")
             if task_id is not None:
-                _check_id("id", task_id if isinstance(task_id, str) else "")
+                check_id("id", task_id if isinstance(task_id, str) else "")
                 if task_id in seen:
                     raise ConfigurationError(f"id {task_id!r} is on line {seen[task_id]} too")
                 seen[task_id] = number
@@ -467,8 +466,8 @@ def _run_tasks(
         )
         out.flush()
 
-        def gone(thread: Any = worker._thread) -> str:
-            return "" if thread is None or thread.is_alive() else repr(worker._error)
+        def gone() -> str:
+            return "" if worker.running else repr(worker.error)
 
         view = _Live(out) if live else _Lines(out)
         try:

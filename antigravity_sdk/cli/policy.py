@@ -64,12 +64,12 @@ def _undecidable(call: ToolCall, mcp_servers: Sequence[str]) -> str:
     some (the tools a server offers are not known here)."""
     import difflib
 
-    from ..policy._engine import _RULE_TOOLS, _unmatchable
+    from ..policy import why_undecidable
 
     if not call.name:
         return f"{call.qualified_name!r}: expected a tool name, or server/tool for MCP"
     if call.server_name is None:
-        return "" if call.name in _RULE_TOOLS else _unmatchable(call.name, frozenset(), rule=False)
+        return why_undecidable(call.name)
     if not mcp_servers or call.server_name in mcp_servers:
         return ""
     close = difflib.get_close_matches(call.server_name, mcp_servers, n=1, cutoff=0.75)
@@ -112,10 +112,7 @@ async def _evaluate_all(
 
 def _outcome(decision: PolicyDecision) -> str:
     """`allow`, `deny` or `ask` (the handler would be asked), as the call would end."""
-    from ..policy import Decision
-    from ..policy._engine import _NOT_ASKED
-
-    if decision.decision is Decision.ASK_USER and decision.message == _NOT_ASKED:
+    if decision.would_ask:
         return "ask"
     return "allow" if decision.allow else "deny"
 
@@ -167,22 +164,18 @@ def _policy_check(args: argparse.Namespace) -> int:
 
 
 def _command_parse(enforcer: PolicyEnforcer, call: ToolCall) -> list[str]:
-    """For a `run_command` call, when command rules are installed: how its line parses
-    into simple commands, and what each command rule of the set makes of it."""
-    from ..policy._lint import _commands_module
+    """For a `run_command` call: how its line parses into simple commands, and what each
+    command rule of the set makes of it."""
+    from ..policy import CommandPredicate, parse_command_line
 
     line = call.args.get("CommandLine")
     if call.server_name or call.name != "run_command" or not isinstance(line, str):
         return []
-    module = _commands_module()
-    kind = getattr(module, "CommandPredicate", None)
-    parse = getattr(module, "parse_command_line", None)
-    if parse is None or not isinstance(kind, type):
-        return []
-    lines = ["  command line, parsed:", *(f"    {row}" for row in parse(line).describe())]
+    parsed = parse_command_line(line).describe()
+    lines = ["  command line, parsed:", *(f"    {row}" for row in parsed)]
     for p in enforcer.policies:
-        if isinstance(p.predicate, kind):
-            predicate: Any = p.predicate
+        if isinstance(p.predicate, CommandPredicate):
+            predicate = p.predicate
             lines.append(f"  rule {p.label!r} ({predicate.mode} {', '.join(predicate.patterns)}):")
             lines += [f"    {row}" for row in predicate.explain(line)]
     return lines
@@ -219,7 +212,6 @@ def _policy_explain(args: argparse.Namespace) -> int:
 
 def _policy_lint(args: argparse.Namespace) -> int:
     from .. import policy
-    from ..policy._lint import worst
 
     loaded = _load(args.file)
     if loaded is None:
@@ -230,7 +222,7 @@ def _policy_lint(args: argparse.Namespace) -> int:
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
     summary = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in counts.items() if n)
     print(f"{args.file}: {summary or 'clean'}")
-    return {"error": 2, "warning": 1}.get(worst(findings) or "", 0)
+    return {"error": 2, "warning": 1}.get(policy.worst_severity(findings) or "", 0)
 
 
 # -- test ------------------------------------------------------------------------------------

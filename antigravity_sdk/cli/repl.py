@@ -33,7 +33,7 @@ from ..errors import (
     TurnCancelledError,
     TurnDeniedError,
 )
-from ..interactive import _describe
+from ..interactive import describe_call
 from .chat import chat_policies, load_policy_file
 from .containment import containment_lines
 from .report import (
@@ -150,7 +150,7 @@ class Repl:
                 return False
             self.reporter.line_break()
             self.console.print(
-                Text(f"The agent wants to call {_describe(call, self.console.width)}")
+                Text(f"The agent wants to call {describe_call(call, self.console.width)}")
             )
             try:
                 answer = await self.input.prompt_async("Allow? [y/N] ")

@@ -7,7 +7,7 @@ makes the actual decision right after. Hooks that decide before the reporter rep
 their own denials to it (`hook_denied`), and an ask handler wrapped by `asking` reports
 the user's answer. Rendering is `rich`'s (the `cli` extra): rows fit the terminal's width,
 and a deny reason is printed whole, wrapped. Everything model-chosen goes through
-`interactive._printable` first (control and format characters shown as escapes), so a
+`interactive.escape_for_terminal` first (control and format characters shown as escapes), so a
 model cannot drive the terminal.
 """
 
@@ -38,7 +38,7 @@ from ..errors import (
     ToolExecutionError,
 )
 from ..hooks import Hook
-from ..interactive import _printable
+from ..interactive import escape_for_terminal
 from ..types import HookResult, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -158,12 +158,12 @@ def make_console(out: TextIO, *, color: bool | None = None) -> Console:
 def printable(text: str) -> str:
     """Model-chosen text as it may reach the terminal: line breaks kept, tabs as spaces,
     every other character that could drive the terminal shown as an escape."""
-    return "\n".join(_printable(line) for line in text.replace("\t", "    ").split("\n"))
+    return "\n".join(escape_for_terminal(line) for line in text.replace("\t", "    ").split("\n"))
 
 
 def _one_line(text: str) -> str:
     """Model-chosen text on one line (a line break shown as ⏎), nothing escaped away."""
-    return _printable(text.replace("\r\n", "\n").replace("\n", " ⏎ "))
+    return escape_for_terminal(text.replace("\r\n", "\n").replace("\n", " ⏎ "))
 
 
 def _short_path(raw: object, workspace: str) -> str:
@@ -522,10 +522,8 @@ def tools_label(rules: Sequence[policy.Policy]) -> str:
     """The tools of one rule's policies, as a row of `policy_table` names them: built-in
     tools by name, MCP tools after their server (`db: drop_table, delete_rows`), patterns
     as written; `workspace_only`'s policies (a path check each) as `N path-taking tools`."""
-    from ..policy._workspace import _OutsideWorkspaces
-
     tools = list(dict.fromkeys(p.tool for p in rules))
-    if len(tools) > 2 and all(isinstance(p.predicate, _OutsideWorkspaces) for p in rules):
+    if len(tools) > 2 and all(policy.is_workspace_check(p.predicate) for p in rules):
         return f"{len(tools)} path-taking tools"
     plain: list[str] = []  # built-in tools, and patterns (`*`, `db/*`) as written
     servers: dict[str, list[str]] = {}

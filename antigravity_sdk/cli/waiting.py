@@ -59,9 +59,9 @@ class ModelTimeoutError(TurnTimeoutError):
 def turn_timeout(timeout: float) -> float:
     """The agent's `turn_timeout` for a command waiting up to `timeout` for each model
     call: its default, or longer when one wait may take longer."""
-    from ..agent._settings import LimitsGroup
+    from ..timeouts import Timeouts
 
-    return max(LimitsGroup.turn_timeout, timeout)
+    return max(Timeouts().turn, timeout)
 
 
 def model_endpoint(settings: ModelSettings) -> str:

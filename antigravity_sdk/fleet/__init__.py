@@ -16,9 +16,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         f"antigravity_sdk.fleet needs the fleet extra: pip install 'antigravity-sdk[fleet]' ({exc})"
     ) from exc
 
-from ._fleet import Fleet, TaskHandle, TaskResult, TaskStatus, Worker
+from ._fleet import Fleet, TaskHandle, TaskResult, TaskStatus, Worker, check_id
 from ._spec import AgentSpec
-from ._store import Approval, FleetState
+from ._store import Approval, FleetState, default_db_url, sqlite_path
 from ._worker import QUEUE, STEP, WORKFLOW, FleetTaskError
 
 __all__ = [
@@ -34,4 +34,7 @@ __all__ = [
     "TaskResult",
     "TaskStatus",
     "Worker",
+    "check_id",
+    "default_db_url",
+    "sqlite_path",
 ]

@@ -90,7 +90,11 @@ class TaskResult(BaseModel):
         return self.responses[-1].text if self.responses else ""
 
 
-def _check_id(kind: str, value: str) -> str:
+def check_id(kind: str, value: str) -> str:
+    """`value`, if it may be a task's or a worker's id (1 to 100 letters, digits, '.', '_'
+    or '-'); else a `ConfigurationError` naming it as `kind`. Public so that whatever
+    reads ids for the fleet (the CLI's task file) refuses a bad one, in the fleet's words,
+    before anything is submitted."""
     if not value or len(value) > 100 or not set(value) <= _ID_CHARS:
         raise ConfigurationError(f"{kind} {value!r}: use 1 to 100 letters, digits, '.', '_' or '-'")
     return value
@@ -174,7 +178,7 @@ class Fleet:
         turns = [prompt] if isinstance(prompt, str) else list(prompt)
         if not turns or not all(isinstance(t, str) and t.strip() for t in turns):
             raise ConfigurationError("a task needs a prompt (or a list of non-empty turns)")
-        task_id = _check_id("task id", task_id or f"task-{secrets.token_hex(6)}")
+        task_id = check_id("task id", task_id or f"task-{secrets.token_hex(6)}")
         conversation_id = check_conversation_id(
             conversation_id or str(uuid.uuid5(_CONVERSATIONS, task_id))
         )
@@ -433,12 +437,26 @@ class Worker:
             raise ConfigurationError(f"concurrency must be a positive integer, got {concurrency!r}")
         self.fleet = fleet
         self.concurrency = concurrency
-        self.worker_id = _check_id("worker id", worker_id)
+        self.worker_id = check_id("worker id", worker_id)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker runs on the thread `with fleet.worker(...):` started for it:
+        started, and not ended. False before the block, and for `run()` and `serve()`,
+        which run on the caller's thread. Public so that whoever waits on the worker's
+        tasks (`antigravity fleet run`) can tell a worker that died from a slow one."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the worker's thread stopped: what it raised (a failure to launch, or an
+        error while serving), None while it runs or when it stopped without one."""
+        return self._error
 
     async def serve(
         self, stop: asyncio.Event | None = None, *, on_ready: Callable[[], None] | None = None

@@ -108,7 +108,7 @@ class AgentSpec(BaseModel):
         if not self.policies:
             return []
         from ..errors import PolicyError
-        from ..policy._file import _parse_document
+        from ..policy import parse_document
 
         source = self.policies_path or "<fleet spec>"
         try:
@@ -121,7 +121,7 @@ class AgentSpec(BaseModel):
             # worker's working directory (the same spec hash, other roots on each).
             _refuse_relative_roots(source, data)
             base = os.getcwd()  # unused: every root is absolute or starts with ~
-        return list(_parse_document(source, data, base, ask_handler or _deny_asks))
+        return list(parse_document(source, data, base, ask_handler or _deny_asks))
 
     def resolve_hooks(self) -> list[Hook]:
         """Import each hook path; a path that does not name a Hook is a

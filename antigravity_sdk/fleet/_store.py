@@ -189,7 +189,9 @@ def sqlalchemy_url(db_url: str) -> str:
 
 
 def sqlite_path(db_url: str) -> Path | None:
-    """The file of a `sqlite:///` URL, None for another database."""
+    """The file of a `sqlite:///` URL, None for another database. Public so that a
+    command given a fleet's URL can check that its file exists before opening it (opening
+    a SQLite URL creates an empty fleet)."""
     if not db_url.startswith("sqlite:///"):
         return None
     return Path(db_url[len("sqlite:///") :])
@@ -813,7 +815,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def default_db_url() -> str:
     """The embedded default: `fleet/fleet.sqlite` in the SDK's state directory (per user,
-    outside every workspace: `$XDG_STATE_HOME/antigravity-sdk`, see `state.state_dir`)."""
+    outside every workspace: `$XDG_STATE_HOME/antigravity-sdk`, see `state.state_dir`).
+    Public: what `Fleet(None)` opens, for a command to name, check or reopen."""
     return f"sqlite:///{state_dir() / 'fleet' / 'fleet.sqlite'}"
 
 

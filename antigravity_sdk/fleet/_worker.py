@@ -269,7 +269,7 @@ async def _start_agent(
                 hide=[save_dir.parent],  # the other tasks' conversations
             )
             audit = TableAudit(store, task_id=task_id, worker=runtime.worker_id, spec=spec)
-            agent = builder._set("governance", audit=audit).build()
+            agent = builder.audit_log(audit).build()
         except Exception as exc:
             error = f"the spec does not build: {exc}"
             await asyncio.to_thread(store.update_task, task_id, status="failed", error=error)

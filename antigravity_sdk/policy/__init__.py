@@ -24,9 +24,16 @@ from ._commands import (
     deny_commands,
     parse_command_line,
 )
-from ._engine import PolicyDecision, PolicyEnforcer, TraceEntry, enforce
-from ._file import PolicyFile, load
-from ._lint import Finding, lint
+from ._engine import (
+    PolicyDecision,
+    PolicyEnforcer,
+    PolicyLike,
+    TraceEntry,
+    enforce,
+    why_undecidable,
+)
+from ._file import PolicyFile, load, parse_document
+from ._lint import Finding, lint, worst_severity
 from ._rules import (
     BUCKETS,
     AskHandler,
@@ -43,7 +50,7 @@ from ._rules import (
     deny_all,
     deny_mcp,
 )
-from ._workspace import workspace_only
+from ._workspace import is_workspace_check, workspace_only
 
 __all__ = [
     "BUCKETS",
@@ -56,6 +63,7 @@ __all__ = [
     "PolicyDecision",
     "PolicyEnforcer",
     "PolicyFile",
+    "PolicyLike",
     "Predicate",
     "SimpleCommand",
     "TraceEntry",
@@ -73,8 +81,12 @@ __all__ = [
     "deny_commands",
     "deny_mcp",
     "enforce",
+    "is_workspace_check",
     "lint",
     "load",
     "parse_command_line",
+    "parse_document",
+    "why_undecidable",
     "workspace_only",
+    "worst_severity",
 ]

@@ -35,7 +35,8 @@ from pydantic import BaseModel
 from ..context import DecisionNote, noting
 from ..errors import PolicyError
 from ..harness.catalog import INTERNAL_NAMES, TOOLS, Governance
-from ..hooks import Hook, _cancelling
+from ..hooks import Hook, being_cancelled
+from ..timeouts import is_duration
 from ..types import HookResult, ToolCall
 from ._rules import (
     BUCKETS,
@@ -44,7 +45,6 @@ from ._rules import (
     Policy,
     Undecidable,
     _bucket,
-    _is_duration,
     _parse_pattern,
 )
 
@@ -132,6 +132,15 @@ def _unmatchable(tool: str, host_tools: frozenset[str], *, rule: bool = True) ->
     return f"no tool is called {tool!r}: it is not {where}, so {never}{hint}"
 
 
+def why_undecidable(tool: str) -> str:
+    """Why no policy could ever decide a call of the built-in tool `tool`, or "" when a
+    rule can: the harness never asks before it runs, it is an internal name, or no tool
+    has that name (with a did-you-mean). Public so that a tool that evaluates a call a
+    user typed (`antigravity policy explain`) refuses it in `enforce()`'s words rather
+    than answer ALLOWED for a typo that a catch-all rule would match."""
+    return "" if tool in _RULE_TOOLS else _unmatchable(tool, frozenset(), rule=False)
+
+
 def _invalid(index: int, policy: Policy, problem: str) -> PolicyError:
     """An error naming the policy as its author numbers it: the file's rule for a policy
     `load()` read, else its position (from 1) in the flattened list given to `enforce`."""
@@ -205,7 +214,7 @@ class _Rule:
         elif handler is not None:
             raise _invalid(index, policy, "a handler only makes sense on an ASK_USER policy")
         timeout = policy.timeout
-        if timeout is not None and not _is_duration(timeout):
+        if timeout is not None and not is_duration(timeout):
             raise _invalid(
                 index, policy, f"timeout must be a positive, finite number, got {timeout!r}"
             )
@@ -273,7 +282,7 @@ class _Rule:
                 raise TimeoutError(f"no verdict within {bound}s") from None
             raise  # the predicate's own TimeoutError
         except asyncio.CancelledError:
-            if _cancelling():  # e.g. the hook timeout fired first: say what was running
+            if being_cancelled():  # e.g. the hook timeout fired first: say what was running
                 logger.warning(
                     "policy %r: cancelled while its predicate ran on %s",
                     self.policy.label,
@@ -352,7 +361,7 @@ async def _ask(rule: _Rule, call: ToolCall) -> HookResult:
             if deadline.expired():  # it swallowed the cancellation: a late answer is none
                 raise TimeoutError
     except (Exception, asyncio.CancelledError) as exc:
-        if not isinstance(exc, Exception) and _cancelling():
+        if not isinstance(exc, Exception) and being_cancelled():
             raise
         if deadline is not None and deadline.expired():
             logger.error("policy %r: handler timed out after %ss; denying", label, timeout)
@@ -468,6 +477,13 @@ class PolicyDecision:
         """The deciding bucket in words, e.g. "specific deny"."""
         return BUCKETS[self.bucket] if self.bucket is not None else "no match"
 
+    @property
+    def would_ask(self) -> bool:
+        """Whether the call would ask the user: `evaluate(call, ask=False)` stopped at an
+        ASK_USER rule without calling its handler (`allow` is then False). Public so that
+        a report of decisions (`antigravity policy test`) can tell "asks" from "denied"."""
+        return self.decision is Decision.ASK_USER and self.message == _NOT_ASKED
+
     def __str__(self) -> str:
         verdict = "ALLOWED" if self.allow else "DENIED"
         if self.message == _NOT_ASKED:
@@ -553,7 +569,7 @@ class PolicyEnforcer(Hook):
     ) -> None:
         if mode not in ("enforce", "shadow"):
             raise PolicyError(f"mode must be 'enforce' or 'shadow', got {mode!r}")
-        if timeout is not None and not _is_duration(timeout):
+        if timeout is not None and not is_duration(timeout):
             raise PolicyError(f"timeout must be a positive, finite number, got {timeout!r}")
         flat = _flatten(policies)
         servers = _server_names(mcp_servers)
@@ -660,7 +676,7 @@ class PolicyEnforcer(Hook):
                             if holds.__class__ is not bool:
                                 holds = await _truth(holds)
                     except (Exception, asyncio.CancelledError) as exc:
-                        if not isinstance(exc, Exception) and _cancelling():
+                        if not isinstance(exc, Exception) and being_cancelled():
                             raise
                         failed = _predicate_failed(rule, tool_call, exc)
                         if trace is not None:

@@ -17,9 +17,11 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from .._defaults import default_ask_handler
 from ..errors import PolicyError
+from ..timeouts import is_duration
 from ._commands import CommandPredicate, Mode
-from ._rules import AskHandler, Decision, Policy, _is_duration, _parse_pattern
+from ._rules import AskHandler, Decision, Policy, _parse_pattern
 from ._workspace import workspace_only
 
 _DECISIONS: Final = {
@@ -250,14 +252,17 @@ def _read_file(path: str | os.PathLike[str], ask_handler: AskHandler | None) -> 
         raise PolicyError(f"{source}: invalid TOML: {exc}") from None
     except RecursionError:
         raise PolicyError(f"{source}: invalid TOML: values nest too deeply") from None
-    return _parse_document(source, data, os.path.dirname(os.path.abspath(source)), ask_handler)
+    return parse_document(source, data, os.path.dirname(os.path.abspath(source)), ask_handler)
 
 
-def _parse_document(
+def parse_document(
     source: str, data: dict[str, Any], base: str, ask_handler: AskHandler | None = None
 ) -> PolicyFile:
-    """The policies of a parsed file; `base` is where relative workspaces start, and
-    `ask_handler` (default: the terminal) answers its ask_user rules."""
+    """The policies of a policy file already parsed as TOML (`tomllib`'s dict): `source`
+    names it in errors, `base` is where its relative workspaces start, and `ask_handler`
+    (default: the terminal) answers its ask_user rules. Errors are `PolicyError`s, as
+    `load`'s. Public for a caller that holds a policy file's text rather than the file
+    (a fleet's `AgentSpec` carries it, and checks it before parsing)."""
     unknown = sorted(set(data) - {"rule", "mcp_servers"})
     if unknown:
         raise PolicyError(
@@ -347,7 +352,7 @@ def _parse_rule(
     if timeout is not None:
         if decision is not Decision.ASK_USER:
             raise PolicyError(f"{where}: timeout: only ask_user rules take a timeout")
-        if not _is_duration(timeout):
+        if not is_duration(timeout):
             raise PolicyError(
                 f"{where}: timeout: expected a positive, finite number of seconds, got {timeout!r}"
             )
@@ -359,7 +364,12 @@ def _parse_rule(
         predicate = command if predicate is None else _Both(predicate, command)
     handler = None
     if decision is Decision.ASK_USER:
-        handler = _terminal() if ask_handler is None else ask_handler
+        # The default (documented: the terminal) is not this package's to resolve: the
+        # policy package never imports the terminal module, nor chooses who answers a
+        # person's questions. The package root chooses it, and `_defaults` (below both,
+        # importing nothing) holds the choice for us to read; the terminal module loads
+        # only now, when a rule needs it, as before.
+        handler = default_ask_handler() if ask_handler is None else ask_handler
     return [
         Policy(
             tool,
@@ -373,14 +383,6 @@ def _parse_rule(
         )
         for tool in tools
     ]
-
-
-def _terminal() -> AskHandler:
-    """The default ask handler, imported on first need: only a file's ask_user rules use
-    the terminal, and the engine never imports it."""
-    from ..interactive import confirm_in_terminal
-
-    return confirm_in_terminal
 
 
 def load(path: str | os.PathLike[str], *, ask_handler: AskHandler | None = None) -> PolicyFile:

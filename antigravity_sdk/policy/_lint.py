@@ -386,7 +386,9 @@ def lint(
     return sorted(findings, key=lambda f: -1 if f.index is None else f.index)
 
 
-def worst(findings: Sequence[Finding]) -> Severity | None:
-    """The most severe severity among `findings`, None when there are none."""
+def worst_severity(findings: Sequence[Finding]) -> Severity | None:
+    """The most severe severity among `findings`, None when there are none: what a
+    linting tool's exit status follows (`antigravity policy lint`: 2 on an error, 1 on a
+    warning)."""
     present = {f.severity for f in findings}
     return next((s for s in SEVERITIES if s in present), None)

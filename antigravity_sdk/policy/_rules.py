@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -138,16 +137,6 @@ def _parse_pattern(tool: object) -> tuple[int, str | None]:
 def _bucket(scope: int, decision: Decision) -> int:
     """The bucket of a pattern of `scope` (from `_parse_pattern`) with `decision`."""
     return scope * 3 + _ORDER[decision]
-
-
-def _is_duration(value: object) -> bool:
-    """A usable timeout: a positive, finite number of seconds (not a bool, not NaN)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
 
 
 # -- builders ---------------------------------------------------------------------------

@@ -269,6 +269,13 @@ def _path_guard(tool: str, key: str, roots: tuple[str, ...]) -> _OutsideWorkspac
     return kind(key, roots, optional=tool in _OPTIONAL_PATHS, uris=tool not in _NO_URIS)
 
 
+def is_workspace_check(predicate: object) -> bool:
+    """Whether `predicate` is one of the path checks `workspace_only` gives its policies.
+    Public so that a display of a policy set (the CLI's policy table) can show
+    `workspace_only`'s policies, one per path-taking tool, as the one rule they are."""
+    return isinstance(predicate, _OutsideWorkspaces)
+
+
 def workspace_only(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
