@@ -1468,3 +1468,33 @@ async def test_closing_the_agents_egress_closes_the_spliced_connections_too() ->
     writer.close()
     up_writer.close()
     upstream.close()
+
+
+async def test_an_unreachable_spliced_endpoint_answers_502_and_never_resets() -> None:
+    """The agent's request is already in the socket when the endpoint turns out to be
+    down: the splice answers 502 and reads the request away before closing. Closed with
+    the request unread, the kernel would reset the connection, and the harness, told
+    "connection reset" instead of 502, retries for minutes."""
+    import functools
+
+    from antigravity_sdk.agent._outside import _Downstream
+
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    port = dead.getsockname()[1]
+    loop = asyncio.get_running_loop()
+    factory = functools.partial(_Downstream, ("127.0.0.1", port), f"http://127.0.0.1:{port}", set())
+    server = await loop.create_server(factory, "127.0.0.1", 0)
+    try:
+        for _ in range(20):  # each a race the reset would win now and then
+            reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+            writer.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+            )
+            answer = await asyncio.wait_for(reader.read(), 10)  # raises on a reset
+            assert answer.startswith(b"HTTP/1.1 502"), answer
+            assert b"connection refused" in answer.lower() or b"cannot reach" in answer
+            writer.close()
+    finally:
+        server.close()
+        dead.close()

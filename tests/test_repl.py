@@ -177,8 +177,8 @@ def test_repl_unreachable_model_shows_errors_and_resumes(tmp_path: Path) -> None
     try:
         _ready(child, "> ")
         child.sendline("hello?")
-        # Behind the containment's relay an unreachable endpoint answers 502, which the
-        # harness retries with its own backoff before it reports the error.
+        # Behind the containment's splice an unreachable endpoint answers 502, which the
+        # harness reports at once (a connection reset instead would be retried for minutes).
         child.expect("harness error: There was a network issue", timeout=3 * TIMEOUT)
         child.expect("the turn failed: ")
         _ready(child, "> ")

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("antigravity_sdk.egress")
 
+_LINGER = 2.0  # a refused connection, for the agent to read the 502 and hang up
+
 
 def controls(
     audit: AuditLog | None, policy_files: Iterable[str], hooks: Iterable[object]
@@ -190,6 +192,7 @@ class _Downstream(_Pipe):
         self.address = address
         self.endpoint = endpoint
         self.live = live
+        self.refused = False  # answered 502: what the agent sends is dropped
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -207,8 +210,9 @@ class _Downstream(_Pipe):
                 if self.endpoint:
                     from ..egress import plain_response, unreachable
 
-                    self.transport.write(plain_response(502, unreachable(self.endpoint, exc)))
-                self.transport.close()
+                    self._refuse(plain_response(502, unreachable(self.endpoint, exc)))
+                else:
+                    self.transport.close()
             return
         up.peer, self.peer = self, up
         assert up.transport is not None
@@ -219,6 +223,25 @@ class _Downstream(_Pipe):
             up.transport.write(bytes(self.early))
             self.early.clear()
         self.transport.resume_reading()
+
+    def _refuse(self, response: bytes) -> None:
+        """Answer, half-close, and read (dropping it) what the agent sent until it hangs
+        up, bounded: closing with its request unread would reset the connection, and a
+        client told "connection reset" retries with backoff (for minutes) where a 502 is
+        reported at once."""
+        transport = self.transport
+        assert transport is not None
+        self.early.clear()
+        self.refused = True
+        transport.write(response)
+        if transport.can_write_eof():
+            transport.write_eof()
+        transport.resume_reading()
+        asyncio.get_running_loop().call_later(_LINGER, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.refused:
+            super().data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.live.discard(self)
