@@ -158,6 +158,10 @@ class Session:
 
     def _move(self, to: SessionState) -> None:
         self._life.move(to)
+        self._notify()
+
+    def _notify(self) -> None:
+        """Wake every `_until` waiter (they re-check their condition)."""
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -211,8 +215,7 @@ class Session:
         if self._life.can(_S.FAILED):
             self._move(_S.FAILED)
         else:  # ending or closed already: only the waiters need to know
-            changed, self._changed = self._changed, asyncio.Event()
-            changed.set()
+            self._notify()
 
     # -- start ---------------------------------------------------------------------------
 
